@@ -1,0 +1,64 @@
+"""Recursive device and array conversions shared by the data types."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+import torch
+
+
+def map_arrays(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """Apply ``fn`` to every tensor or ndarray in ``value``, through dicts, lists and tuples."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: map_arrays(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [map_arrays(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(map_arrays(v, fn) for v in value)
+    return value
+
+
+def to_cpu(x: Any) -> Any:
+    """Tensor to CPU; arrays are already host memory."""
+    return x.cpu() if isinstance(x, torch.Tensor) else x
+
+
+def to_numpy(x: Any) -> Any:
+    """Tensor to ndarray (detached, on CPU); ndarrays unchanged."""
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
+
+
+def cuda_fn(device: Optional[Union[str, int]] = None) -> Callable[[Any], Any]:
+    """Return a function moving tensors and arrays to a CUDA device.
+
+    Raises:
+        RuntimeError: CUDA is not available in this process.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("cuda() was called but CUDA is not available; use cpu() or check the worker's GPUs")
+    if device is None:
+        target = torch.device("cuda")
+    elif isinstance(device, int):
+        target = torch.device("cuda", device)
+    else:
+        target = torch.device(device)
+
+    def move(x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            x = torch.from_numpy(x)
+        return x.to(target, non_blocking=True)
+
+    return move
+
+
+def sent_latency(ts_ns: Any, now_ns: Optional[int] = None) -> float:
+    """Seconds from a send timestamp to ``now_ns``; 0.0 when the stamp is missing or invalid."""
+    if not isinstance(ts_ns, (int, np.integer)) or isinstance(ts_ns, bool) or ts_ns <= 0:
+        return 0.0
+    now = time.time_ns() if now_ns is None else now_ns
+    latency = (now - int(ts_ns)) / 1e9
+    return latency if latency >= 0 else 0.0

@@ -1,0 +1,1 @@
+"""Shared utilities: configs, registries, logging, flags and the Ray layer."""

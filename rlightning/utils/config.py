@@ -1,0 +1,424 @@
+"""Typed configuration: pydantic models, packaged YAML presets, dotted overrides.
+
+Every field has a default and a one-line docstring. Unknown keys are rejected
+with the closest valid name; invalid values name the field and what is valid.
+
+    cfg = load_preset("cartpole_ppo")
+    cfg = apply_overrides(cfg, ["train.iterations=50", "env.num_envs=16"])
+    cfg.cluster.eval_worker_num = 2          # validated on assignment
+    print(to_yaml(cfg))
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Sequence, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rlightning.utils.registry import closest
+
+__all__ = [
+    "BufferConfig",
+    "ClusterConfig",
+    "ConfigError",
+    "EnvConfig",
+    "LogConfig",
+    "MainConfig",
+    "OptimConfig",
+    "PolicyConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "list_presets",
+    "load_config",
+    "load_preset",
+    "to_yaml",
+]
+
+
+class ConfigError(ValueError):
+    """A config could not be built: unknown key, bad value or unreadable file."""
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True, validate_default=True
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = set(cls.model_fields)
+            for key in data:
+                if key not in known:
+                    raise ValueError(_unknown_key_message(cls, str(key)))
+        return data
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in type(self).model_fields and not name.startswith("_"):
+            raise AttributeError(_unknown_key_message(type(self), name))
+        super().__setattr__(name, value)
+
+
+def _unknown_key_message(cls: type, key: str) -> str:
+    fields = sorted(cls.model_fields)
+    near = closest(key, fields, n=1)
+    hint = f" Did you mean {near[0]!r}?" if near else ""
+    return f"unknown {cls.__name__} key {key!r}.{hint} Valid keys: {', '.join(fields)}"
+
+
+class EnvConfig(_Config):
+    """One kind of environment, replicated over ``num_workers`` env workers."""
+
+    name: str = "CartPole-v1"
+    """Gymnasium id (``CartPole-v1``), ``module:Class`` entry point, or a name registered in ``ENVS``."""
+    backend: str = "gymnasium"
+    """Env backend registered in ``ENVS`` that wraps ``name`` (``gymnasium``, or a custom `BaseEnv`)."""
+    num_workers: int = Field(1, ge=1)
+    """Number of env workers (one Ray actor each when envs are remote)."""
+    num_envs: int = Field(1, ge=1)
+    """Vectorised sub-environments per worker; one `EnvRet` carries all of them."""
+    env_kwargs: Dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to the environment constructor."""
+    max_episode_steps: Optional[int] = Field(None, ge=1)
+    """Truncate episodes after this many steps (None: the env's own limit)."""
+    vectorization_mode: Literal["auto", "vector_entry_point", "sync", "async"] = "auto"
+    """How sub-environments are vectorised; ``auto`` uses the env's own vector implementation if it has one."""
+    num_cpus: float = Field(1.0, ge=0)
+    """Logical CPUs reserved by each remote env worker."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs reserved by each remote env worker."""
+    max_restarts: int = Field(3, ge=0)
+    """How many times a dead env actor is restarted before the group gives up."""
+
+
+class OptimConfig(_Config):
+    """Optimizer settings handed to ``BasePolicy.setup_optimizer``."""
+
+    name: Literal["adam", "adamw", "sgd"] = "adam"
+    """Torch optimizer."""
+    lr: float = Field(3e-4, gt=0)
+    """Learning rate (actor and critic unless the algorithm overrides it)."""
+    eps: float = Field(1e-5, gt=0)
+    """Adam epsilon."""
+    weight_decay: float = Field(0.0, ge=0)
+    """L2 weight decay."""
+    max_grad_norm: Optional[float] = Field(0.5, gt=0)
+    """Clip gradients to this global norm (None: no clipping)."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to zero over ``TrainConfig.iterations``."""
+
+
+class PolicyConfig(_Config):
+    """The policy: algorithm, network, and its hyperparameters (CleanRL-style, flat)."""
+
+    type: str = "ppo"
+    """Policy class registered in ``POLICIES`` (``ppo``, ``sac``, ``dqn`` or your own)."""
+    rollout_mode: Literal["sync", "async"] = "sync"
+    """``async`` lets an eval worker serve several env workers concurrently."""
+    max_concurrency: int = Field(16, ge=1)
+    """Concurrent calls an async eval actor accepts."""
+    hidden_sizes: List[int] = Field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of the MLPs."""
+    activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
+    """Hidden activation."""
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    """Optimizer settings."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount factor."""
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """PPO: GAE lambda."""
+    clip_coef: float = Field(0.2, gt=0)
+    """PPO: clipping range of the probability ratio."""
+    clip_vloss: bool = True
+    """PPO: clip the value loss too."""
+    ent_coef: float = Field(0.0, ge=0)
+    """PPO: entropy bonus coefficient."""
+    vf_coef: float = Field(0.5, ge=0)
+    """PPO: value loss coefficient."""
+    update_epochs: int = Field(4, ge=1)
+    """PPO: passes over each rollout."""
+    num_minibatches: int = Field(4, ge=1)
+    """PPO: minibatches per epoch."""
+    norm_adv: bool = True
+    """PPO: normalise advantages per minibatch."""
+    norm_obs: bool = False
+    """Normalise observations with running mean/std statistics kept by the policy."""
+    target_kl: Optional[float] = Field(None, gt=0)
+    """PPO: stop the epochs early when the approximate KL exceeds this."""
+    tau: float = Field(0.005, gt=0, le=1)
+    """SAC/DQN: target network soft-update rate."""
+    alpha: float = Field(0.2, gt=0)
+    """SAC: initial entropy temperature."""
+    autotune_alpha: bool = True
+    """SAC: learn the temperature towards ``target_entropy``."""
+    target_entropy: Optional[float] = None
+    """SAC: target entropy (None: minus the action dimension)."""
+    q_lr: Optional[float] = Field(None, gt=0)
+    """SAC/DQN: critic learning rate (None: ``optim.lr``)."""
+    policy_frequency: int = Field(2, ge=1)
+    """SAC: actor updates every this many critic updates."""
+    epsilon_start: float = Field(1.0, ge=0, le=1)
+    """DQN: initial exploration rate."""
+    epsilon_end: float = Field(0.05, ge=0, le=1)
+    """DQN: final exploration rate."""
+    epsilon_decay_steps: int = Field(10_000, ge=1)
+    """DQN: env steps over which epsilon decays."""
+    weight_sync: Literal["object_store", "collective", "colocated"] = "object_store"
+    """How train weights reach eval workers: Ray object store, a torch.distributed broadcast, or in-process."""
+    deterministic_eval: bool = False
+    """Eval workers act deterministically (the ``eval`` engine always does)."""
+    checkpoint: Optional[str] = None
+    """Load weights from this checkpoint file when the policy is built."""
+
+
+class BufferConfig(_Config):
+    """The data buffer: storage layout, sampling and sharding."""
+
+    type: str = "rollout"
+    """Buffer class registered in ``BUFFERS`` (``rollout`` for on-policy, ``replay`` for off-policy)."""
+    capacity: int = Field(100_000, ge=1)
+    """Capacity of each storage shard, in transitions or episodes (see ``unit``)."""
+    mode: Literal["circular", "standard"] = "circular"
+    """``circular`` overwrites the oldest data; ``standard`` raises once full."""
+    unit: Literal["transition", "episode"] = "transition"
+    """What an index addresses: one transition, or one whole episode."""
+    sampler: Literal["uniform", "all", "batch", "prioritized"] = "uniform"
+    """Uniform with replacement, the whole buffer shuffled, batches without replacement, or prioritized."""
+    slice_len: Optional[int] = Field(None, ge=1)
+    """Episode unit: sample fixed-length slices of this many steps (None: whole episodes)."""
+    device: str = "cpu"
+    """Device the storage tensors live on."""
+    auto_truncate_episode: bool = True
+    """End an episode when an EnvRet says terminated or truncated."""
+    priority_alpha: float = Field(0.6, ge=0)
+    """Prioritized sampler: priority exponent."""
+    priority_beta: float = Field(0.4, ge=0)
+    """Prioritized sampler: importance-weight exponent."""
+    priority_eps: float = Field(1e-6, gt=0)
+    """Prioritized sampler: added to every priority."""
+    normalize_obs: bool = False
+    """Store observations normalised by running mean/std."""
+    normalize_reward: bool = False
+    """Store rewards scaled by a running estimate of the return's std."""
+    nan_guard: Literal["raise", "drop", "warn"] = "raise"
+    """What a NaN or inf in an observation or reward does: raise, drop the episode, or log a warning."""
+
+
+class TrainConfig(_Config):
+    """The training loop run by the engine."""
+
+    iterations: int = Field(100, ge=1)
+    """Engine iterations (rollout, update, train, sync) to run."""
+    rollout_steps: int = Field(128, ge=1)
+    """Env steps per env worker per iteration (each step advances all sub-environments)."""
+    batch_size: int = Field(256, ge=1)
+    """Transitions sampled per train worker per iteration (on-policy: ignored, the whole rollout is used)."""
+    learning_starts: int = Field(0, ge=0)
+    """Off-policy: env steps collected before training starts."""
+    updates_per_iteration: int = Field(1, ge=1)
+    """Off-policy: gradient updates per iteration."""
+    total_env_steps: Optional[int] = Field(None, ge=1)
+    """Stop once this many env steps are collected (None: ``iterations`` decides)."""
+    target_return: Optional[float] = None
+    """Stop once the mean return of recent episodes reaches this."""
+    eval_interval: int = Field(0, ge=0)
+    """Run an evaluation every this many iterations (0: never)."""
+    eval_episodes: int = Field(10, ge=1)
+    """Episodes per evaluation."""
+    checkpoint_interval: int = Field(0, ge=0)
+    """Save a checkpoint every this many iterations (0: only at the end)."""
+    max_policy_lag: int = Field(4, ge=0)
+    """Async engine: most weight versions an action may lag behind the learner."""
+
+
+class ClusterConfig(_Config):
+    """Where and how the workers run."""
+
+    address: Optional[str] = None
+    """Ray address to join (``auto``, ``host:port``, ``ray://host:port``); None starts or joins a local runtime."""
+    num_cpus: Optional[int] = Field(None, ge=1)
+    """Logical CPUs of a local Ray runtime this config starts (None: Ray's default)."""
+    num_gpus: Optional[int] = Field(None, ge=0)
+    """GPUs of a local Ray runtime this config starts (None: detected)."""
+    dashboard_host: str = "127.0.0.1"
+    """Interface the Ray dashboard of a runtime started here listens on."""
+    include_dashboard: bool = False
+    """Start the Ray dashboard with a local runtime."""
+    namespace: str = "rlightning"
+    """Ray namespace of the actors started."""
+    train_worker_num: int = Field(1, ge=1)
+    """Train workers (data-parallel with DDP when more than one)."""
+    eval_worker_num: int = Field(1, ge=0)
+    """Eval (inference) workers that compute actions during rollouts."""
+    buffer_worker_num: int = Field(1, ge=1)
+    """Storage shards of the data buffer (Ray actors when ``remote_storage``)."""
+    train_each_gpu_num: float = Field(0.0, ge=0)
+    """GPUs per train worker."""
+    eval_each_gpu_num: float = Field(0.0, ge=0)
+    """GPUs per eval worker."""
+    train_each_cpu_num: float = Field(1.0, ge=0)
+    """Logical CPUs per train worker."""
+    eval_each_cpu_num: float = Field(1.0, ge=0)
+    """Logical CPUs per eval worker."""
+    buffer_each_cpu_num: float = Field(1.0, ge=0)
+    """Logical CPUs per storage shard actor."""
+    is_colocated: bool = False
+    """Train and eval policies share one process per worker (weights synced in place)."""
+    remote_env: bool = False
+    """Run env workers as Ray actors."""
+    remote_eval: bool = False
+    """Run eval policy workers as Ray actors."""
+    remote_train: bool = False
+    """Run train policy workers as Ray actors."""
+    remote_storage: bool = False
+    """Run storage shards as Ray actors."""
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    """torch.distributed backend: ``auto`` is nccl with GPUs, gloo otherwise."""
+
+
+class LogConfig(_Config):
+    """Logging, metrics and run directory."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Log level of the rlightning loggers."""
+    run_dir: str = "runs"
+    """Directory under which each run writes its metrics and checkpoints."""
+    name: Optional[str] = None
+    """Run name (None: the preset or engine name and a timestamp)."""
+    jsonl: bool = True
+    """Write metrics as JSON lines."""
+    tensorboard: bool = False
+    """Also write TensorBoard scalars (needs ``tensorboard`` installed)."""
+    progress: bool = True
+    """Show a progress bar in ``run()``."""
+
+
+class MainConfig(_Config):
+    """Everything a run needs; presets are YAML files of this shape."""
+
+    engine: str = "syncrl"
+    """Engine registered in ``ENGINE`` (``syncrl``, ``asyncrl``, ``eval``)."""
+    seed: int = Field(0, ge=0)
+    """Seed for envs (worker index offsets it), torch and numpy."""
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    """Environment settings."""
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    """Policy settings."""
+    buffer: BufferConfig = Field(default_factory=BufferConfig)
+    """Buffer settings."""
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    """Training loop settings."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """Cluster and placement settings."""
+    log: LogConfig = Field(default_factory=LogConfig)
+    """Logging settings."""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _raise_config_error(err: ValidationError, source: str) -> None:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        given = e.get("input")
+        shown = "" if isinstance(given, dict) else f" (got {given!r})"
+        lines.append(f"{loc}: {msg}{shown}")
+    raise ConfigError(f"invalid config {source}: " + "; ".join(lines)) from None
+
+
+def config_from_dict(data: Dict[str, Any], source: str = "from dict") -> MainConfig:
+    """Validate a plain dict into a `MainConfig`.
+
+    Raises:
+        ConfigError: unknown keys or invalid values, each named with its dotted path.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid config {source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return MainConfig.model_validate(data)
+    except ValidationError as err:
+        _raise_config_error(err, source)
+
+
+def load_config(path: Union[str, Path]) -> MainConfig:
+    """Load a `MainConfig` from a YAML file.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or does not validate.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from None
+    return config_from_dict(data, source=f"in {p.name}")
+
+
+def list_presets() -> List[str]:
+    """Names of the packaged presets."""
+    folder = resources.files("rlightning") / "presets"
+    return sorted(f.name[: -len(".yaml")] for f in folder.iterdir() if f.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> MainConfig:
+    """Load a packaged preset by name (see `list_presets`).
+
+    Raises:
+        KeyError: unknown preset; the message lists the presets.
+    """
+    names = list_presets()
+    if name not in names:
+        near = closest(name, names, n=1)
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        raise KeyError(f"unknown preset {name!r}.{hint} Presets: {', '.join(names)}")
+    text = (resources.files("rlightning") / "presets" / f"{name}.yaml").read_text()
+    return config_from_dict(yaml.safe_load(text) or {}, source=f"in preset {name!r}")
+
+
+def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
+    """Return a copy of ``cfg`` with dotted ``key=value`` overrides applied.
+
+    Values are parsed as YAML (``1e-3``, ``true``, ``[64, 64]``, ``null``).
+
+    Raises:
+        ConfigError: a malformed override, an unknown key or an invalid value.
+    """
+    data = cfg.model_dump()
+    for item in overrides:
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.path=value, e.g. train.iterations=50")
+        key, raw = item.split("=", 1)
+        path = [p for p in key.strip().split(".")]
+        if not all(path):
+            raise ConfigError(f"override {item!r} has an empty key part; use dotted names like policy.optim.lr")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node: Any = data
+        model: Any = MainConfig
+        for i, part in enumerate(path):
+            fields = getattr(model, "model_fields", None)
+            if fields is None or not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {'.'.join(path[:i])} is not a section, it has no key {part!r}")
+            if part not in fields:
+                raise ConfigError(f"override {item!r}: {_unknown_key_message(model, part)}")
+            if i == len(path) - 1:
+                node[part] = value
+            else:
+                node = node[part]
+                model = fields[part].annotation
+    return config_from_dict(data, source="after overrides")
+
+
+def to_yaml(cfg: BaseModel) -> str:
+    """Dump a config to YAML text that `load_config` reads back."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,67 @@
+"""Turn a plain worker class into a Ray actor, only at launch time."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Dict, Optional
+
+from rlightning.utils.logger import get_logger
+
+logger = get_logger(__name__)
+
+_INSTALL_HINT = "Ray is needed for remote workers: pip install 'ray[default]'"
+
+
+def import_ray():
+    """Import and return the ``ray`` module, with an install hint if it is missing."""
+    try:
+        import ray
+    except ImportError as err:  # pragma: no cover - ray is a dependency
+        raise ImportError(_INSTALL_HINT) from err
+    return ray
+
+
+def _ship_by_value(cls: type) -> None:
+    """Let workers unpickle classes defined in a notebook or a non-importable module."""
+    module = sys.modules.get(cls.__module__)
+    if module is None or cls.__module__ == "__main__":
+        return  # cloudpickle already ships __main__ by value
+    spec = getattr(module, "__spec__", None)
+    if spec is None or getattr(spec, "origin", None) in (None, "<stdin>"):
+        from ray import cloudpickle
+
+        cloudpickle.register_pickle_by_value(module)
+
+
+def launch_ray_actor(cls: type, *args: Any, options: Optional[Dict[str, Any]] = None, **kwargs: Any):
+    """Launch ``cls(*args, **kwargs)`` as a Ray actor and return its handle.
+
+    Args:
+        cls: A plain Python class (the same class works in-process).
+        *args: Constructor positional arguments.
+        options: Ray actor options (``num_cpus``, ``num_gpus``, ``name``, ``namespace``,
+            ``runtime_env``, ``max_concurrency``, ...). Each actor gets
+            ``OMP_NUM_THREADS`` set to its CPUs (at least 1) unless given.
+        **kwargs: Constructor keyword arguments.
+
+    Raises:
+        RuntimeError: Ray is not initialised (use a Lab or ``acquire_ray`` first).
+    """
+    ray = import_ray()
+    if not ray.is_initialized():
+        raise RuntimeError(
+            f"cannot launch {cls.__name__} as a Ray actor: Ray is not initialised; "
+            "start it with rlightning.notebook.Lab.local() or rlightning.utils.ray.runtime.acquire_ray()"
+        )
+    opts = dict(options or {})
+    threads = str(max(1, math.floor(float(opts.get("num_cpus", 1) or 1))))
+    runtime_env = dict(opts.get("runtime_env") or {})
+    env_vars = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    env_vars.update(runtime_env.get("env_vars") or {})
+    runtime_env["env_vars"] = env_vars
+    opts["runtime_env"] = runtime_env
+    _ship_by_value(cls)
+    actor_cls = cls if hasattr(cls, "remote") and hasattr(cls, "options") else ray.remote(cls)
+    logger.debug("launching %s with options %s", cls.__name__, opts)
+    return actor_cls.options(**opts).remote(*args, **kwargs)

@@ -1,0 +1,89 @@
+"""The Ray runtime lease: start Ray only when none is running, shut down only what was started.
+
+Every user (a Lab, the CLI, a test) calls ``acquire_ray`` and later
+``release_ray``. The first acquire in a process without Ray starts it and
+remembers that it did; the last release shuts it down only in that case.
+Calling acquire twice from a re-run notebook cell never calls ``ray.init`` twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, Optional
+
+from rlightning.utils.logger import get_logger
+from rlightning.utils.ray.launcher import import_ray
+
+logger = get_logger(__name__)
+
+_lock = threading.Lock()
+_state: Dict[str, Any] = {"users": 0, "started": False}
+
+
+def ray_started_here() -> bool:
+    """True when the running Ray runtime was started by this process through the lease."""
+    return bool(_state["started"])
+
+
+def lease_users() -> int:
+    """How many acquires are not yet released."""
+    return int(_state["users"])
+
+
+def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
+    """Make sure Ray is initialised in this process and take a lease on it.
+
+    Args:
+        address: None starts a new local runtime (ignoring any stale cluster
+            record on the machine); ``"auto"``, ``"host:port"`` or
+            ``"ray://host:port"`` join an existing cluster.
+        **init_kwargs: Passed to ``ray.init`` when a runtime is started
+            (``num_cpus``, ``num_gpus``, ...). The dashboard, when asked for,
+            listens on 127.0.0.1 unless ``dashboard_host`` says otherwise.
+
+    Returns:
+        True if this call started or joined Ray, False if Ray was already initialised.
+    """
+    ray = import_ray()
+    with _lock:
+        _state["users"] += 1
+        if ray.is_initialized():
+            return False
+        kwargs = dict(init_kwargs)
+        kwargs.setdefault("ignore_reinit_error", True)
+        kwargs.setdefault("log_to_driver", True)
+        if address is None:
+            kwargs.setdefault("include_dashboard", False)
+            kwargs.setdefault("dashboard_host", "127.0.0.1")
+            ray.init(address="local", **kwargs)
+            _state["started"] = True
+        else:
+            for key in ("num_cpus", "num_gpus", "include_dashboard", "dashboard_host", "resources"):
+                kwargs.pop(key, None)
+            ray.init(address=address, **kwargs)
+            _state["started"] = False
+        logger.info("Ray %s (%s)", "started" if _state["started"] else "joined", address or "local")
+        return True
+
+
+def release_ray(force: bool = False) -> bool:
+    """Give back one lease; shut Ray down when the last one goes and this process started it.
+
+    Args:
+        force: Drop every lease at once.
+
+    Returns:
+        True if Ray was shut down (or disconnected from a cluster it did not start).
+    """
+    ray = import_ray()
+    with _lock:
+        if _state["users"] == 0:
+            return False
+        _state["users"] = 0 if force else _state["users"] - 1
+        if _state["users"] > 0 or not ray.is_initialized():
+            return False
+        # Disconnecting a driver from a cluster we joined leaves the cluster running;
+        # shutting down one we started stops it. Both are ray.shutdown() in the driver.
+        ray.shutdown()
+        _state["started"] = False
+        return True

@@ -1,0 +1,86 @@
+"""Name -> class registries for the pluggable parts (buffers, envs, policies, engines)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Callable, Dict, Iterator, List, Optional, TypeVar
+
+T = TypeVar("T")
+
+
+def closest(name: str, choices: List[str], n: int = 3) -> List[str]:
+    """Return up to ``n`` names from ``choices`` closest to ``name``."""
+    lowered = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
+    return [lowered[h] for h in hits]
+
+
+class Registry:
+    """A named table of classes or functions, filled with the ``register`` decorator.
+
+    Args:
+        name: What the registry holds, used in error messages ("policy", ...).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._items: Dict[str, Callable] = {}
+
+    def register(self, name: Optional[str] = None, *, override: bool = False) -> Callable[[T], T]:
+        """Decorator registering a class or function under ``name`` (default: its ``__name__``).
+
+        Raises:
+            KeyError: the name is already registered (pass ``override=True`` to replace it,
+                as a notebook cell that is run again does).
+        """
+
+        def deco(obj: T) -> T:
+            key = name or obj.__name__
+            if not isinstance(key, str) or not key:
+                raise TypeError(f"{self.name} registry names must be non-empty strings, got {key!r}")
+            if key in self._items and not override and self._items[key] is not obj:
+                raise KeyError(
+                    f"{self.name} {key!r} is already registered (by {self._items[key]!r}); "
+                    "choose another name or pass override=True"
+                )
+            self._items[key] = obj
+            return obj
+
+        return deco
+
+    def get(self, name: str) -> Callable:
+        """Return what is registered under ``name``.
+
+        Raises:
+            KeyError: unknown name; the message lists the registered names and the closest ones.
+        """
+        if name in self._items:
+            return self._items[name]
+        registered = sorted(self._items)
+        near = closest(str(name), registered)
+        hint = f" Did you mean {', '.join(repr(n) for n in near)}?" if near else ""
+        raise KeyError(
+            f"unknown {self.name} {name!r}.{hint} Registered {self.name} names: {', '.join(registered) or '(none)'}"
+        )
+
+    def names(self) -> List[str]:
+        """Sorted registered names."""
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.name!r}, {self.names()})"
+
+
+BUFFERS = Registry("buffer")
+ENVS = Registry("env")
+POLICIES = Registry("policy")
+ENGINE = Registry("engine")
