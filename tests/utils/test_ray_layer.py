@@ -1,0 +1,65 @@
+import pytest
+
+from rlightning.utils.ray import runtime
+from rlightning.utils.ray.handle import LocalFuture, WorkerHandle, resolve, resolve_one, wait_any
+from rlightning.utils.ray.launcher import launch_ray_actor
+from rlightning.utils.ray.remote_class import DistributedMixin, find_free_port
+from tests.support.ray_actors import Counter, DistCounter
+
+
+def test_local_handle_calls_and_errors():
+    h = WorkerHandle(Counter(start=1))
+    assert not h.is_remote
+    assert h.call("incr") == 2
+    fut = h.submit("incr")
+    assert isinstance(fut, LocalFuture) and resolve([fut, 7]) == [3, 7]
+    bad = h.submit("fail")
+    with pytest.raises(ValueError, match="counter refused"):
+        resolve_one(bad)
+    ready, pending = wait_any([h.submit("incr")])
+    assert len(ready) == 1 and pending == []
+    h.kill()  # no-op for local workers
+
+
+@pytest.mark.ray
+def test_remote_handle_same_interface(ray_runtime):
+    actor = launch_ray_actor(Counter, 10, step=5, options={"num_cpus": 0.25})
+    h = WorkerHandle(actor)
+    assert h.is_remote
+    assert h.call("incr") == 15
+    futs = [h.submit("incr"), h.submit("incr")]
+    assert resolve(futs + [1]) == [20, 25, 1]
+    ready, pending = wait_any([h.submit("incr")], timeout=30)
+    assert len(ready) + len(pending) == 1
+    assert h.call("env", "OMP_NUM_THREADS") == "1"
+    with pytest.raises(Exception, match="counter refused"):
+        h.call("fail")
+    h.kill()
+
+
+@pytest.mark.ray
+def test_distributed_mixin_in_actor(ray_runtime):
+    h = WorkerHandle(launch_ray_actor(DistCounter, options={"num_cpus": 0.25}))
+    info = h.call("get_placement_info")
+    assert info["node_ip"] and info["gpu_ids"] == [] and info["node_id"]
+    assert 0 < h.call("get_free_port") < 65536
+    assert h.call("incr") == 1
+    h.kill()
+
+
+def test_distributed_mixin_has_no_constructor():
+    cls = type("P_train", (Counter, DistributedMixin), {})
+    obj = cls(start=3)
+    assert obj.rank == 0 and obj.world_size == 1 and obj.value == 3
+    assert 0 < find_free_port() < 65536
+    with pytest.raises(ValueError, match=r"rank 2 is outside \[0, 2\)"):
+        obj.init_process_group(2, 2, "127.0.0.1", find_free_port())
+
+
+@pytest.mark.ray
+def test_lease_joins_running_runtime(ray_runtime):
+    users = runtime.lease_users()
+    assert runtime.acquire_ray(num_cpus=2) is False  # already initialised: joined, not restarted
+    assert runtime.lease_users() == users + 1
+    assert runtime.release_ray() is False  # another lease is still held
+    assert ray_runtime.is_initialized()
