@@ -36,9 +36,7 @@ class BatchedData:
         ids = list(ids)
         data = list(data)
         if len(ids) != len(data):
-            raise ValueError(
-                f"BatchedData needs one id per element: got {len(ids)} ids and {len(data)} elements"
-            )
+            raise ValueError(f"BatchedData needs one id per element: got {len(ids)} ids and {len(data)} elements")
         self._ids = ids
         self._data = data
 
@@ -48,12 +46,10 @@ class BatchedData:
         return any(is_object_ref(d) for d in self._data)
 
     @staticmethod
-    def from_dict(data_dict: Dict) -> "BatchedData":
+    def from_dict(data_dict: Dict) -> BatchedData:
         """Create BatchedData from a dictionary mapping ids to data."""
         if not isinstance(data_dict, dict):
-            raise TypeError(
-                f"BatchedData.from_dict expects a dict of id -> data, got {type(data_dict).__name__}"
-            )
+            raise TypeError(f"BatchedData.from_dict expects a dict of id -> data, got {type(data_dict).__name__}")
         return BatchedData(list(data_dict.keys()), list(data_dict.values()))
 
     def ids(self) -> Tuple:
@@ -77,7 +73,7 @@ class BatchedData:
     def __getitem__(self, index: int) -> Tuple[Any, Any]:
         return self._ids[index], self._data[index]
 
-    def __add__(self, other: "BatchedData") -> "BatchedData":
+    def __add__(self, other: BatchedData) -> BatchedData:
         if not isinstance(other, BatchedData):
             return NotImplemented
         return BatchedData(self._ids + other._ids, self._data + other._data)

@@ -70,9 +70,7 @@ class EnvRet:
     def fields(cls) -> Tuple:
         """Return the serialisable field names (no ``env_id``, timestamps or private fields)."""
         return tuple(
-            f.name
-            for f in dataclasses.fields(cls)
-            if not f.name.startswith("_") and f.name not in _ENV_RET_INTERNAL
+            f.name for f in dataclasses.fields(cls) if not f.name.startswith("_") and f.name not in _ENV_RET_INTERNAL
         )
 
     @classmethod
@@ -104,24 +102,24 @@ class EnvRet:
             out[key] = value
         return out
 
-    def _convert(self, fn) -> "EnvRet":
+    def _convert(self, fn) -> EnvRet:
         for name in ("observation", "last_reward", "last_terminated", "last_truncated", "info", "_extra"):
             setattr(self, name, map_arrays(getattr(self, name), fn))
         return self
 
-    def cpu(self) -> "EnvRet":
+    def cpu(self) -> EnvRet:
         """Move all tensor attributes to CPU (nested dicts included)."""
         return self._convert(to_cpu)
 
-    def cuda(self, device: Optional[Union[str, int]] = None) -> "EnvRet":
+    def cuda(self, device: Optional[Union[str, int]] = None) -> EnvRet:
         """Move all tensor and array attributes to CUDA (default device ``cuda``)."""
         return self._convert(cuda_fn(device))
 
-    def numpy(self) -> "EnvRet":
+    def numpy(self) -> EnvRet:
         """Convert all tensor attributes to numpy arrays."""
         return self._convert(to_numpy)
 
-    def mark_env_sent(self) -> "EnvRet":
+    def mark_env_sent(self) -> EnvRet:
         """Record now as the time this EnvRet is sent; returns self."""
         self.ts_env_sent_ns = time.time_ns()
         return self

@@ -33,25 +33,25 @@ class PolicyResponse(SimpleNamespace):
         """Data attributes as a dict, without ids, timestamps and the weight version."""
         return {k: v for k, v in vars(self).items() if k not in POLICY_META_KEYS}
 
-    def _convert(self, fn) -> "PolicyResponse":
+    def _convert(self, fn) -> PolicyResponse:
         for key, value in list(vars(self).items()):
             if key not in POLICY_META_KEYS:
                 setattr(self, key, map_arrays(value, fn))
         return self
 
-    def cpu(self) -> "PolicyResponse":
+    def cpu(self) -> PolicyResponse:
         """Move all tensor attributes to CPU (nested dicts included)."""
         return self._convert(to_cpu)
 
-    def cuda(self, device: Optional[Union[str, int]] = None) -> "PolicyResponse":
+    def cuda(self, device: Optional[Union[str, int]] = None) -> PolicyResponse:
         """Move all tensor and array attributes to CUDA (default device ``cuda``)."""
         return self._convert(cuda_fn(device))
 
-    def numpy(self) -> "PolicyResponse":
+    def numpy(self) -> PolicyResponse:
         """Convert all tensor attributes to numpy arrays."""
         return self._convert(to_numpy)
 
-    def mark_policy_sent(self) -> "PolicyResponse":
+    def mark_policy_sent(self) -> PolicyResponse:
         """Record now as the time the policy sends this response; returns self."""
         self.ts_policy_sent_ns = time.time_ns()
         return self
@@ -68,7 +68,7 @@ class PolicyResponse(SimpleNamespace):
         return sent_latency(ts, now_ns)
 
     @staticmethod
-    def make_example(action_space: Any, env_id: Optional[str] = None, **data: Any) -> "PolicyResponse":
+    def make_example(action_space: Any, env_id: Optional[str] = None, **data: Any) -> PolicyResponse:
         """Create a response with an action sampled from ``action_space``."""
         return PolicyResponse(env_id=env_id, action=action_space.sample(), **data)
 
@@ -79,7 +79,7 @@ class MultiAgentPolicyResponse(PolicyResponse):
     @staticmethod
     def make_example(
         action_spaces: Dict[str, Any], env_id: Optional[str] = None, **data: Any
-    ) -> "MultiAgentPolicyResponse":
+    ) -> MultiAgentPolicyResponse:
         """Create a response with one sampled action for every agent in ``action_spaces``."""
         if not isinstance(action_spaces, dict):
             raise TypeError(

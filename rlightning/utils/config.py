@@ -93,6 +93,8 @@ class EnvConfig(_Config):
     """GPUs reserved by each remote env worker."""
     max_restarts: int = Field(3, ge=0)
     """How many times a dead env actor is restarted before the group gives up."""
+    out_of_bounds_action: Literal["pass", "clip", "raise"] = "pass"
+    """Box actions outside the bounds: passed to the env unchanged (most envs clip), clipped here, or rejected."""
 
 
 class OptimConfig(_Config):

@@ -34,12 +34,16 @@ def test_seed_builder_fields_exist():
 def test_unknown_key_names_closest():
     with pytest.raises(ConfigError, match=r"unknown MainConfig key 'clustr'\. Did you mean 'cluster'\?"):
         config_from_dict({"clustr": {}})
-    with pytest.raises(ConfigError, match=r"cluster: unknown ClusterConfig key 'eval_workers_num'\. Did you mean 'eval_worker_num'"):
+    with pytest.raises(
+        ConfigError, match=r"cluster: unknown ClusterConfig key 'eval_workers_num'\. Did you mean 'eval_worker_num'"
+    ):
         config_from_dict({"cluster": {"eval_workers_num": 2}})
 
 
 def test_invalid_value_names_field_and_range():
-    with pytest.raises(ConfigError, match=r"cluster\.eval_worker_num: Input should be greater than or equal to 0 \(got -1\)"):
+    with pytest.raises(
+        ConfigError, match=r"cluster\.eval_worker_num: Input should be greater than or equal to 0 \(got -1\)"
+    ):
         config_from_dict({"cluster": {"eval_worker_num": -1}})
     with pytest.raises(ConfigError, match=r"buffer\.mode: Input should be 'circular' or 'standard' \(got 'ring'\)"):
         config_from_dict({"buffer": {"mode": "ring"}})
@@ -52,12 +56,16 @@ def test_assignment_is_validated():
     with pytest.raises(ValueError, match="eval_worker_num"):
         cfg.cluster.eval_worker_num = -3
     assert cfg.cluster.eval_worker_num == 2
-    with pytest.raises(AttributeError, match=r"unknown ClusterConfig key 'eval_workers'\. Did you mean 'eval_worker_num'\?"):
+    with pytest.raises(
+        AttributeError, match=r"unknown ClusterConfig key 'eval_workers'\. Did you mean 'eval_worker_num'\?"
+    ):
         cfg.cluster.eval_workers = 2
 
 
 def test_overrides():
-    cfg = apply_overrides(MainConfig(), ["policy.optim.lr=1e-3", "policy.hidden_sizes=[32, 16]", "train.target_return=null"])
+    cfg = apply_overrides(
+        MainConfig(), ["policy.optim.lr=1e-3", "policy.hidden_sizes=[32, 16]", "train.target_return=null"]
+    )
     assert cfg.policy.optim.lr == 1e-3 and cfg.policy.hidden_sizes == [32, 16] and cfg.train.target_return is None
 
 

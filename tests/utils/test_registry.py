@@ -32,7 +32,9 @@ def test_unknown_lists_registered_and_closest():
     reg = Registry("policy")
     reg.register("ppo")(int)
     reg.register("sac")(float)
-    with pytest.raises(KeyError, match=r"unknown policy 'ppp'\. Did you mean 'ppo'\? Registered policy names: ppo, sac"):
+    with pytest.raises(
+        KeyError, match=r"unknown policy 'ppp'\. Did you mean 'ppo'\? Registered policy names: ppo, sac"
+    ):
         reg.get("ppp")
 
 

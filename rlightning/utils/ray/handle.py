@@ -1,9 +1,9 @@
 """The call layer: one interface over a local worker object or a Ray actor handle.
 
-    h = WorkerHandle(worker)            # a plain object or an ActorHandle
-    h.call("step", resp)                # a value, either way
-    fut = h.submit("step", resp)        # an ObjectRef, or a completed LocalFuture
-    values = resolve([fut1, fut2])      # one ray.get for all the refs
+h = WorkerHandle(worker)            # a plain object or an ActorHandle
+h.call("step", resp)                # a value, either way
+fut = h.submit("step", resp)        # an ObjectRef, or a completed LocalFuture
+values = resolve([fut1, fut2])      # one ray.get for all the refs
 """
 
 from __future__ import annotations

@@ -87,7 +87,12 @@ class DistributedMixin:
         }
 
     def init_process_group(
-        self, rank: int, world_size: int, master_addr: str, master_port: int, backend: str = "gloo",
+        self,
+        rank: int,
+        world_size: int,
+        master_addr: str,
+        master_port: int,
+        backend: str = "gloo",
         timeout_s: float = 120.0,
     ) -> bool:
         """Join the default torch.distributed process group.

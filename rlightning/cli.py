@@ -1,0 +1,203 @@
+"""The ``rlightning`` command line: train, eval, presets, config, selfcheck."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from rlightning.utils.config import MainConfig, apply_overrides, list_presets, load_config, load_preset, to_yaml
+
+EXIT_USAGE = 2
+
+
+def _load(target: str, overrides: Sequence[str]) -> MainConfig:
+    path = Path(target)
+    if target.endswith((".yaml", ".yml")) or path.is_file():
+        cfg = load_config(path)
+    else:
+        cfg = load_preset(target)
+    return apply_overrides(cfg, list(overrides))
+
+
+def _preset_summary(name: str) -> str:
+    text = (resources.files("rlightning") / "presets" / f"{name}.yaml").read_text()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    for name in list_presets():
+        print(f"{name:24s} {_preset_summary(name)}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    print(to_yaml(_load(args.target, args.overrides)), end="")
+    return 0
+
+
+def _start_ray(cfg: MainConfig) -> bool:
+    c = cfg.cluster
+    if c.address is None and not (c.remote_env or c.remote_eval or c.remote_train or c.remote_storage):
+        return False
+    from rlightning.utils.ray.runtime import acquire_ray
+
+    kwargs = {}
+    if c.address is None:
+        kwargs = {
+            "num_cpus": c.num_cpus,
+            "num_gpus": c.num_gpus,
+            "include_dashboard": c.include_dashboard,
+            "dashboard_host": c.dashboard_host,
+        }
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    acquire_ray(c.address, namespace=c.namespace, log_to_driver=False, **kwargs)
+    return True
+
+
+def _summary(engine, history: List[dict], seconds: float) -> str:
+    last = history[-1] if history else engine.last_metrics
+    ret = last.get("episode_return_mean")
+    lines = [
+        f"iterations      {engine.iteration}",
+        f"env steps       {engine.env_steps}",
+        f"episodes        {engine.episodes}",
+        f"mean return     {ret:.1f}" if isinstance(ret, (int, float)) else "mean return     n/a",
+        f"wall time       {seconds:.1f} s",
+        f"env steps/s     {engine.env_steps / seconds:.0f}" if seconds > 0 else "",
+        f"run dir         {engine.run_dir}",
+    ]
+    if engine.last_checkpoint is not None:
+        lines.append(f"checkpoint      {engine.last_checkpoint}")
+    return "\n".join(line for line in lines if line)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    cfg = _load(args.target, args.overrides)
+    if args.run_dir:
+        cfg.log.run_dir = args.run_dir
+    if args.quiet:
+        cfg.log.progress = False
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.logger import set_level
+
+    set_level(cfg.log.level if not args.quiet else "WARNING")
+    started = _start_ray(cfg)
+    engine = None
+    try:
+        engine = build_run(cfg).engine
+        place = "on a local Ray runtime" if started else "in this process"
+        print(f"training {args.target} ({cfg.engine}, {cfg.policy.type} on {cfg.env.name}) {place}")
+        t0 = time.perf_counter()
+        history = engine.run()
+        seconds = time.perf_counter() - t0
+        engine.save()
+        print(_summary(engine, history, seconds))
+        if args.json:
+            print(json.dumps(engine.last_metrics))
+    finally:
+        if engine is not None:
+            engine.close()
+        if started:
+            from rlightning.utils.ray.runtime import release_ray
+
+            release_ray()
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from rlightning.engine.checkpoint import load_engine_files
+
+    state, cfg = load_engine_files(Path(args.checkpoint))
+    cfg = apply_overrides(cfg, list(args.overrides) + ["engine=eval", "log.progress=false"])
+    cfg.cluster.remote_env = cfg.cluster.remote_eval = cfg.cluster.remote_train = cfg.cluster.remote_storage = False
+    cfg.cluster.train_worker_num = 1
+    cfg.train.eval_episodes = args.episodes
+    from rlightning.utils.builders import build_run
+
+    engine = build_run(cfg).engine
+    try:
+        engine.policy_group.load_checkpoint(str(Path(args.checkpoint) / "policy.pt"))
+        engine.policy_group.sync_weights()
+        result = engine.evaluate(args.episodes)
+    finally:
+        engine.close()
+    print(f"checkpoint      {args.checkpoint} (iteration {state['iteration']}, {state['env_steps']} env steps)")
+    print(f"episodes        {result['episodes']}")
+    print(
+        f"return          {result['return_mean']:.1f} +- {result['return_std']:.1f} "
+        f"(min {result['return_min']:.1f}, max {result['return_max']:.1f})"
+    )
+    print(f"length          {result['length_mean']:.1f}")
+    return 0
+
+
+def cmd_selfcheck(args: argparse.Namespace) -> int:
+    from rlightning.selfcheck import run_selfcheck
+
+    return run_selfcheck(print)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlightning",
+        description="Distributed reinforcement learning on Ray: train presets or configs, evaluate checkpoints.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train a preset or a config file")
+    p.add_argument("target", help="preset name (see `rlightning presets`) or path to a YAML config")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.iterations=50 policy.optim.lr=1e-3")
+    p.add_argument("--run-dir", help="folder for metrics and checkpoints (default: log.run_dir)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    p.add_argument("--json", action="store_true", help="also print the last metrics as JSON")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint with deterministic actions")
+    p.add_argument("checkpoint", help="checkpoint folder written by train")
+    p.add_argument("overrides", nargs="*", help="dotted overrides")
+    p.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("presets", help="list the packaged presets")
+    p.set_defaults(func=cmd_presets)
+
+    p = sub.add_parser("config", help="print a preset or config (with overrides) as YAML")
+    p.add_argument("target")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("selfcheck", help="check the installation: torch, gymnasium, Ray actors")
+    p.set_defaults(func=cmd_selfcheck)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    if getattr(args, "episodes", 1) is not None and getattr(args, "episodes", 1) < 1:
+        print(f"rlightning: error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except (KeyError, ValueError, TypeError, FileNotFoundError) as err:
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        print(f"rlightning: error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("rlightning: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

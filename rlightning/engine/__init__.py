@@ -1,0 +1,9 @@
+"""Engines: `BaseEngine` and the registered ones (``syncrl``, ``asyncrl``, ``eval``)."""
+
+from rlightning.engine.asyncrl import AsyncRLEngine
+from rlightning.engine.base_engine import BaseEngine
+from rlightning.engine.eval_engine import EvalEngine
+from rlightning.engine.syncrl import SyncRLEngine
+from rlightning.engine.timing import Timing
+
+__all__ = ["AsyncRLEngine", "BaseEngine", "EvalEngine", "SyncRLEngine", "Timing"]

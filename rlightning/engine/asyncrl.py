@@ -1,0 +1,180 @@
+"""`asyncrl`: rollout in a background thread while the learner trains and syncs (off-policy: SAC, DQN).
+
+The rollout thread keeps stepping envs with the eval workers' current weights
+and adding transitions to the buffer. Each iteration waits until
+``train.rollout_steps`` new steps per env worker have arrived (the thread runs
+at most two such chunks ahead, so an idle notebook does not fill the buffer
+forever), then samples, trains ``train.updates_per_iteration`` times and syncs
+weights, while the thread goes on collecting. The policy lag of every action
+(learner weight version minus the version that computed it) is recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Deque, Dict, Optional
+
+import numpy as np
+
+from rlightning.engine.base_engine import BaseEngine
+from rlightning.utils.logger import get_logger
+from rlightning.utils.registry import ENGINE
+
+logger = get_logger(__name__)
+
+
+@ENGINE.register("asyncrl")
+class AsyncRLEngine(BaseEngine):
+    """Asynchronous engine: rollout, training and weight sync overlap; policy lag is measured."""
+
+    name = "asyncrl"
+    on_policy = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lock = threading.RLock()
+        self._cv = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
+        self._halt = threading.Event()
+        self._produced = 0
+        self._consumed = 0
+        self._lags: Deque[int] = deque(maxlen=100_000)
+        self._thread_error: Optional[BaseException] = None
+        super().__init__(*args, **kwargs)
+        self._chunk = self.config.train.rollout_steps * self.num_sub_envs
+
+    # ------------------------------------------------------------------ background rollout
+    def _ensure_thread(self) -> None:
+        if self._thread_error is not None:
+            err, self._thread_error = self._thread_error, None
+            raise RuntimeError(f"the rollout thread failed: {err!r}") from err
+        if self._thread is None or not self._thread.is_alive():
+            self._halt.clear()
+            self._thread = threading.Thread(target=self._rollout_loop, name="rlightning-rollout", daemon=True)
+            self._thread.start()
+
+    def _rollout_loop(self) -> None:
+        try:
+            with self._lock:
+                if self._env_rets is None:
+                    self.reset_envs()
+            while not self._halt.is_set():
+                with self._cv:
+                    while self._produced - self._consumed >= 2 * self._chunk and not self._halt.is_set():
+                        self._cv.wait(timeout=0.5)
+                if self._halt.is_set():
+                    break
+                self._rollout_one_step()
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread
+            logger.error("rollout thread stopped: %r", err)
+            self._thread_error = err
+            with self._cv:
+                self._cv.notify_all()
+
+    def _rollout_one_step(self) -> None:
+        t0 = time.perf_counter()
+        with self._lock:
+            resps = self.policy_group.rollout_batch(self._env_rets)
+            t1 = time.perf_counter()
+            version = int(self.policy_group.weight_version)
+            for _, resp in resps.items():
+                self._lags.append(version - int(getattr(resp, "weight_version", version)))
+            self._record_latencies(self._env_rets, resps)
+            self.buffer.add_batched_transition(self._env_rets, resps)
+            t2 = time.perf_counter()
+        env_rets = self.env_group.step(resps)
+        t3 = time.perf_counter()
+        with self._lock:
+            self._env_rets = env_rets
+            restarted = self.env_group.pop_restarted_env_ids()
+            if restarted:
+                self.buffer.truncate_episodes(restarted)
+        self.timing.add("inference", t1 - t0)
+        self.timing.add("buffer_add", t2 - t1)
+        self.timing.add("env_step", t3 - t2)
+        with self._cv:
+            self._produced += self.num_sub_envs
+            self._cv.notify_all()
+
+    def _stop_thread(self) -> None:
+        self._halt.set()
+        with self._cv:
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+            self._thread = None
+
+    # ------------------------------------------------------------------ phases
+    def rollout(self) -> Dict[str, Any]:
+        """Wait until one chunk of new env steps has been collected by the background thread."""
+        self._ensure_thread()
+        with self._phase("rollout"):
+            with self._cv:
+                while self._produced - self._consumed < self._chunk:
+                    if self._thread_error is not None or self._stop_requested.is_set():
+                        break
+                    self._cv.wait(timeout=0.5)
+                new = self._produced - self._consumed
+                self._consumed = self._produced
+                self._cv.notify_all()
+        self._ensure_thread()
+        self.env_steps += new
+        return {"rollout_env_steps": new}
+
+    def _ready_to_train(self) -> bool:
+        size = int(self.buffer.size)
+        return size >= max(self.config.train.batch_size, 1) and self.env_steps >= self.config.train.learning_starts
+
+    def update_dataset(self) -> Dict[str, Any]:
+        """Sample one batch per train worker (under the buffer lock)."""
+        with self._lock:
+            return super().update_dataset()
+
+    def sync_weights(self) -> Dict[str, Any]:
+        """Sync weights while no rollout inference is running."""
+        with self._lock:
+            return super().sync_weights()
+
+    def train(self) -> Dict[str, Any]:
+        """Train (holding the lock only when eval and train share workers)."""
+        if getattr(self.policy_group, "num_eval_workers", 1) == 0 or self.config.cluster.is_colocated:
+            with self._lock:
+                return super().train()
+        return super().train()
+
+    def iteration_phases(self) -> Dict[str, Any]:
+        """Wait for a chunk, then ``updates_per_iteration`` x (sample, train), then sync."""
+        out = self.rollout()
+        if self._stop_requested.is_set() or not self._ready_to_train():
+            out.update(self._lag_metrics())
+            return out
+        train_metrics: Dict[str, list] = {}
+        for _ in range(self.config.train.updates_per_iteration):
+            self.update_dataset()
+            for k, v in self.train().items():
+                if isinstance(v, (int, float)):
+                    train_metrics.setdefault(k, []).append(float(v))
+            if self._stop_requested.is_set():
+                break
+        out.update({k: float(np.mean(v)) for k, v in train_metrics.items()})
+        out.update(self.sync_weights())
+        out.update(self._lag_metrics())
+        return out
+
+    def _lag_metrics(self) -> Dict[str, Any]:
+        if not self._lags:
+            return {}
+        lags = np.fromiter(self._lags, dtype=np.int64)
+        self._lags.clear()
+        return {"policy_lag": float(lags.mean()), "policy_lag_max": int(lags.max())}
+
+    def save(self, path: Optional[str] = None, include_buffer: bool = False):
+        """Checkpoint while the rollout thread is held off the buffer and weights."""
+        with self._lock:
+            return super().save(path, include_buffer=include_buffer)
+
+    def close(self) -> None:
+        """Stop the rollout thread, then the workers."""
+        self._stop_thread()
+        super().close()

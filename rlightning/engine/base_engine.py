@@ -1,0 +1,406 @@
+"""`BaseEngine`: the phases of one training iteration, each callable from a notebook cell.
+
+engine.rollout()          # env step <-> policy inference, transitions into the buffer
+engine.update_dataset()   # one buffer sample per train worker
+engine.train()            # data-parallel update
+engine.sync_weights()     # train -> eval workers
+engine.step()             # all four, timed; returns the iteration's metrics
+engine.run(iterations=20) # with a progress bar; Ctrl-C stops between phases
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+import numpy as np
+import torch
+
+from rlightning.engine.checkpoint import load_buffer_data, load_engine_files, save_buffer_data, save_engine_files
+from rlightning.engine.metrics import MetricsLog
+from rlightning.engine.timing import Timing
+from rlightning.utils.config import MainConfig
+from rlightning.utils.logger import get_logger
+
+logger = get_logger(__name__)
+
+Callback = Callable[["BaseEngine", Dict[str, Any]], Optional[bool]]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+class BaseEngine:
+    """Drives env group, policy group and buffer through the phases of an iteration.
+
+    Args:
+        config: The run's MainConfig.
+        env_group: An `EnvGroup` (not yet initialised).
+        policy_group: A `PolicyGroup` from ``build_policy_group``.
+        buffer: A `DataBuffer` from ``build_data_buffer`` (not yet initialised).
+        run_dir: Where metrics and checkpoints go (None: ``config.log.run_dir/<name>``).
+    """
+
+    name = "base"
+    on_policy = False
+
+    def __init__(
+        self, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any, run_dir: Optional[str] = None
+    ):
+        self.config = config
+        self.env_group = env_group
+        self.policy_group = policy_group
+        self.buffer = buffer
+        self.timing = Timing()
+        self.iteration = 0
+        self.env_steps = 0
+        self.episodes = 0
+        self.phase = "idle"
+        self.last_metrics: Dict[str, Any] = {}
+        self.last_checkpoint: Optional[Path] = None
+        self._stop_requested = threading.Event()
+        self._closed = False
+        self._env_rets = None
+        self._pending_train_metrics: Dict[str, Any] = {}
+        self.run_dir = (
+            Path(run_dir)
+            if run_dir
+            else Path(config.log.run_dir) / (config.log.name or f"{config.engine}-{time.strftime('%Y%m%d-%H%M%S')}")
+        )
+        self.metrics = MetricsLog(self.run_dir, jsonl=config.log.jsonl, tensorboard=config.log.tensorboard)
+        seed_everything(config.seed)
+        self._setup()
+
+    # ------------------------------------------------------------------ wiring
+    def _setup(self) -> None:
+        cfg = self.config
+        self.env_metas = self.env_group.init()
+        self.env_ids = [m.env_id for m in self.env_metas]
+        self.num_sub_envs = sum(int(m.num_envs or 1) for m in self.env_metas)
+        self.policy_group.construct_network(self.env_metas[0])
+        if cfg.policy.optim.anneal_lr and hasattr(self.policy_group, "set_schedule"):
+            self.policy_group.set_schedule(cfg.train.iterations)
+        self.buffer.init(
+            self.env_metas,
+            self.env_ids,
+            num_storages=cfg.cluster.buffer_worker_num,
+            num_train_workers=cfg.cluster.train_worker_num,
+            storage_options={"num_cpus": cfg.cluster.buffer_each_cpu_num},
+        )
+        self.policy_group.sync_weights()
+
+    # ------------------------------------------------------------------ phases
+    def reset_envs(self) -> None:
+        """Reset every env (seeded from the config and the iteration) and drop episodes in progress."""
+        if self._env_rets is not None:
+            self.buffer.truncate_episodes(self.env_ids)
+        self._env_rets = self.env_group.reset(seed=self.config.seed + 7919 * self.iteration)
+
+    def _collect(self, num_steps: int, truncate_at_end: bool) -> int:
+        """Step every env worker ``num_steps`` times, adding transitions to the buffer; returns env steps."""
+        if self._env_rets is None:
+            self.reset_envs()
+        steps = 0
+        for _ in range(num_steps):
+            t0 = time.perf_counter()
+            resps = self.policy_group.rollout_batch(self._env_rets)
+            t1 = time.perf_counter()
+            self._record_latencies(self._env_rets, resps)
+            self.buffer.add_batched_transition(self._env_rets, resps)
+            t2 = time.perf_counter()
+            self._env_rets = self.env_group.step(resps)
+            t3 = time.perf_counter()
+            restarted = self.env_group.pop_restarted_env_ids()
+            if restarted:
+                logger.warning("env workers %s were restarted; their episodes in flight are truncated", restarted)
+                self.buffer.truncate_episodes(restarted)
+            self.timing.add("inference", t1 - t0)
+            self.timing.add("buffer_add", t2 - t1)
+            self.timing.add("env_step", t3 - t2)
+            steps += self.num_sub_envs
+            if self._stop_requested.is_set():
+                break
+        if truncate_at_end:
+            self.buffer.truncate_episodes(self.env_ids)
+        return steps
+
+    def _record_latencies(self, env_rets: Any, resps: Any) -> None:
+        now = time.time_ns()
+        for _, resp in resps.items():
+            if hasattr(resp, "ts_env_sent_ns") and hasattr(resp, "ts_policy_sent_ns"):
+                self.timing.add_latency("env_to_policy", (resp.ts_policy_sent_ns - resp.ts_env_sent_ns) / 1e9)
+                self.timing.add_latency("policy_to_buffer", (now - resp.ts_policy_sent_ns) / 1e9)
+
+    def rollout(self) -> Dict[str, Any]:
+        """Collect ``train.rollout_steps`` steps from every env worker into the buffer."""
+        with self._phase("rollout"):
+            steps = self._collect(self.config.train.rollout_steps, truncate_at_end=self.on_policy)
+        self.env_steps += steps
+        return {"rollout_env_steps": steps}
+
+    def update_dataset(self) -> Dict[str, Any]:
+        """Sample one batch per train worker and hand it to the train workers."""
+        with self._phase("update_dataset"):
+            batches = self.buffer.sample(self.config.train.batch_size)
+            self.policy_group.update_dataset(batches)
+        return {"batch_size": int(sum(len(b) for b in batches))}
+
+    def train(self) -> Dict[str, Any]:
+        """Run the train workers' update; returns their metrics."""
+        with self._phase("train"):
+            metrics = self.policy_group.train() or {}
+        return dict(metrics)
+
+    def sync_weights(self) -> Dict[str, Any]:
+        """Copy train weights to the eval workers."""
+        with self._phase("sync_weights"):
+            self.policy_group.sync_weights()
+        return {"weight_version": self.policy_group.weight_version}
+
+    def evaluate(self, num_episodes: Optional[int] = None) -> Dict[str, Any]:
+        """Play ``num_episodes`` with deterministic actions on a separate env; returns their statistics."""
+        from rlightning.engine.evaluation import evaluate_policy
+
+        with self._phase("evaluate"):
+            result = evaluate_policy(self, num_episodes or self.config.train.eval_episodes)
+        return result
+
+    def iteration_phases(self) -> Dict[str, Any]:
+        """One iteration's phases (engines override)."""
+        out: Dict[str, Any] = {}
+        out.update(self.rollout())
+        if self._stop_requested.is_set():
+            return out
+        out.update(self.update_dataset())
+        if self._stop_requested.is_set():
+            return out
+        out.update(self.train())
+        out.update(self.sync_weights())
+        return out
+
+    def step(self) -> Dict[str, Any]:
+        """Run one iteration and return its metrics."""
+        self._check_open()
+        self.timing.begin_iteration(self.iteration)
+        steps_before = self.env_steps
+        t0 = time.perf_counter()
+        metrics = self.iteration_phases()
+        interval = self.config.train.eval_interval
+        if interval and (self.iteration + 1) % interval == 0 and not self._stop_requested.is_set():
+            metrics.update({f"eval_{k}": v for k, v in self.evaluate().items()})
+        elapsed = time.perf_counter() - t0
+        self.iteration += 1
+        new_steps = self.env_steps - steps_before
+        self.timing.end_iteration(env_steps=new_steps)
+        metrics.update(self._episode_metrics())
+        metrics.update(
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            env_steps_per_sec=new_steps / elapsed if elapsed > 0 else 0.0,
+            iteration_time=elapsed,
+        )
+        self.last_metrics = self.metrics.log(metrics)
+        every = self.config.train.checkpoint_interval
+        if every and self.iteration % every == 0:
+            self.save(self.run_dir / "checkpoints" / f"iter_{self.iteration:06d}")
+        self.phase = "idle"
+        return self.last_metrics
+
+    def _episode_metrics(self) -> Dict[str, Any]:
+        stats = self.env_group.stats()
+        returns = list(stats.get("recent_returns", []))[-100:]
+        lengths = list(stats.get("recent_lengths", []))[-100:]
+        self.episodes = int(stats.get("episodes", self.episodes))
+        out: Dict[str, Any] = {"episodes": self.episodes, "env_restarts": int(stats.get("total_restarts", 0))}
+        if returns:
+            out["episode_return_mean"] = float(np.mean(returns))
+            out["episode_return_last"] = float(returns[-1])
+        if lengths:
+            out["episode_length_mean"] = float(np.mean(lengths))
+        return out
+
+    # ------------------------------------------------------------------ run loop
+    def run(
+        self,
+        iterations: Optional[int] = None,
+        env_steps: Optional[int] = None,
+        until_return: Optional[float] = None,
+        callbacks: Iterable[Callback] = (),
+        progress: Optional[bool] = None,
+    ) -> List[Dict[str, Any]]:
+        """Run iterations until a limit is reached; returns the metrics of each iteration.
+
+        Args:
+            iterations: Iterations to run now (default ``train.iterations`` minus those done).
+            env_steps: Stop once the run's total env steps reach this.
+            until_return: Stop once the recent mean episode return reaches this.
+            callbacks: Called as ``cb(engine, metrics)`` after each iteration; returning False stops.
+            progress: Show a tqdm progress bar (default ``log.progress``).
+        """
+        cfg = self.config
+        if iterations is None:
+            iterations = max(0, cfg.train.iterations - self.iteration)
+        if env_steps is None:
+            env_steps = cfg.train.total_env_steps
+        if until_return is None:
+            until_return = cfg.train.target_return
+        show = cfg.log.progress if progress is None else progress
+        bar = None
+        if show:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=iterations, desc=f"{self.name}", unit="it", leave=True)
+        history: List[Dict[str, Any]] = []
+        self._stop_requested.clear()
+        try:
+            with self._sigint_stops_between_phases():
+                for _ in range(iterations):
+                    metrics = self.step()
+                    history.append(metrics)
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix(_postfix(metrics), refresh=False)
+                    stop = any(cb(self, metrics) is False for cb in callbacks)
+                    ret = metrics.get("episode_return_mean")
+                    if until_return is not None and ret is not None and ret >= until_return:
+                        logger.info("target return %.1f reached (%.1f)", until_return, ret)
+                        break
+                    if env_steps is not None and self.env_steps >= env_steps:
+                        break
+                    if stop or self._stop_requested.is_set():
+                        break
+        finally:
+            if bar is not None:
+                bar.close()
+            self.phase = "idle"
+        return history
+
+    def stop(self) -> None:
+        """Ask a running ``run()`` to stop after the current phase."""
+        self._stop_requested.set()
+
+    @contextlib.contextmanager
+    def _sigint_stops_between_phases(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum, frame):
+            if self._stop_requested.is_set():
+                signal.signal(signal.SIGINT, previous)
+                raise KeyboardInterrupt
+            logger.warning("interrupt: stopping after the current phase (interrupt again to abort now)")
+            self._stop_requested.set()
+
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not allowed here (e.g. some embedded interpreters)
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str):
+        self.phase = name
+        with self.timing.phase(name):
+            yield
+
+    # ------------------------------------------------------------------ checkpoints
+    def state(self) -> Dict[str, Any]:
+        """The counters and metric history a checkpoint holds."""
+        return {
+            "engine": self.name,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "weight_version": int(self.policy_group.weight_version),
+            "metrics": self.metrics.history[-10_000:],
+        }
+
+    def save(self, path: Optional[str] = None, include_buffer: bool = False) -> Path:
+        """Write a checkpoint folder (data only) and return its path."""
+        target = Path(path) if path is not None else self.run_dir / "checkpoints" / f"iter_{self.iteration:06d}"
+        target.mkdir(parents=True, exist_ok=True)
+        self.policy_group.save_checkpoint(str(target / "policy.pt"))
+        if include_buffer:
+            save_buffer_data(target, self.buffer.get_data())
+        save_engine_files(target, self.state(), self.config)
+        self.last_checkpoint = target
+        logger.info("checkpoint saved to %s", target)
+        return target
+
+    def load(self, path: str) -> None:
+        """Restore counters, metric history, RNG, policy (and buffer if saved) from a checkpoint folder."""
+        state, config = load_engine_files(Path(path))
+        if state["engine"] != self.name:
+            raise ValueError(f"checkpoint was written by engine {state['engine']!r}, this is {self.name!r}")
+        self.policy_group.load_checkpoint(str(Path(path) / "policy.pt"))
+        self.policy_group.sync_weights()
+        data = load_buffer_data(Path(path))
+        if data is not None and hasattr(self.buffer, "load_data"):
+            self.buffer.load_data(data)
+        self.iteration = state["iteration"]
+        self.env_steps = state["env_steps"]
+        self.episodes = state["episodes"]
+        for row in state.get("metrics", []):
+            if isinstance(row, dict):
+                self.metrics.history.append(row)
+        self.last_checkpoint = Path(path)
+        self._env_rets = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self.name} engine is closed; build a new one")
+
+    def close(self) -> None:
+        """Stop the env workers, policy workers and storage actors this engine drives."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        for part in (self.env_group, self.policy_group, self.buffer):
+            closer = getattr(part, "close", None)
+            if closer is not None:
+                try:
+                    closer()
+                except Exception as err:  # noqa: BLE001 - close what can be closed
+                    logger.warning("closing %s failed: %s", type(part).__name__, err)
+        from rlightning.engine.evaluation import close_eval_env
+
+        close_eval_env(self)
+        self.metrics.close()
+
+    def __enter__(self) -> BaseEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(iteration={self.iteration}, env_steps={self.env_steps}, "
+            f"envs={len(getattr(self, 'env_ids', []))}, phase={self.phase!r})"
+        )
+
+
+def _postfix(metrics: Dict[str, Any]) -> Dict[str, str]:
+    out = {}
+    for key, short in (("episode_return_mean", "return"), ("env_steps_per_sec", "steps/s"), ("policy_lag", "lag")):
+        value = metrics.get(key)
+        if isinstance(value, (int, float)):
+            out[short] = f"{value:.1f}"
+    return out

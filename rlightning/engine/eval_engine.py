@@ -1,0 +1,41 @@
+"""`eval`: rollouts only, deterministic actions, episode statistics."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from rlightning.engine.base_engine import BaseEngine
+from rlightning.engine.evaluation import evaluate_policy
+from rlightning.utils.registry import ENGINE
+
+
+@ENGINE.register("eval")
+class EvalEngine(BaseEngine):
+    """Evaluation engine: each iteration plays ``train.eval_episodes`` deterministic episodes.
+
+    Nothing is trained and nothing is stored in the buffer.
+    """
+
+    name = "eval"
+
+    def evaluate(self, num_episodes: Optional[int] = None) -> Dict[str, Any]:
+        """Play deterministic episodes in the engine's own env group."""
+        with self._phase("evaluate"):
+            result = evaluate_policy(self, num_episodes or self.config.train.eval_episodes, group=self.env_group)
+        self._last_eval = result
+        return result
+
+    def iteration_phases(self) -> Dict[str, Any]:
+        """One evaluation round."""
+        result = self.evaluate()
+        self.env_steps += int(result["length_mean"] * result["episodes"])
+        self.episodes += int(result["episodes"])
+        return {f"eval_{k}": v for k, v in result.items()}
+
+    def _episode_metrics(self) -> Dict[str, Any]:
+        last = getattr(self, "_last_eval", None) or {}
+        out: Dict[str, Any] = {"episodes": self.episodes}
+        if "return_mean" in last:
+            out["episode_return_mean"] = last["return_mean"]
+            out["episode_length_mean"] = last["length_mean"]
+        return out

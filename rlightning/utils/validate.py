@@ -1,0 +1,92 @@
+"""Checks that the parts of a `MainConfig` fit together, run before any actor starts."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from rlightning.utils.config import MainConfig
+from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
+
+
+def action_kind(space: Any) -> str:
+    """``"discrete"`` or ``"continuous"`` (or the space's class name) for a gymnasium action space."""
+    import gymnasium as gym
+
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return "discrete"
+    if isinstance(space, gym.spaces.Box):
+        return "continuous"
+    return type(space).__name__
+
+
+def probe_action_space(config: MainConfig) -> Optional[Any]:
+    """The action space of a gymnasium env id, found without starting any worker (None if unknown)."""
+    if config.env.backend != "gymnasium":
+        return None
+    import gymnasium as gym
+
+    if config.env.name not in gym.registry:
+        return None
+    env = gym.make(config.env.name, **config.env.env_kwargs)
+    try:
+        return env.action_space
+    finally:
+        env.close()
+
+
+def validate_config(config: MainConfig) -> None:
+    """Raise a clear error when the config's parts cannot work together.
+
+    Raises:
+        KeyError: an engine, policy, buffer or env backend that is not registered.
+        ValueError: a policy that cannot act in the env's action space, or a batch
+            that does not fit in what one iteration collects or the buffer holds.
+    """
+    ENGINE.get(config.engine)
+    policy_cls = POLICIES.get(config.policy.type)
+    BUFFERS.get(config.buffer.type)
+    if config.env.backend != "gymnasium":
+        ENVS.get(config.env.backend)
+
+    supported = getattr(policy_cls, "supported_action_spaces", None)
+    if supported:
+        space = probe_action_space(config)
+        if space is not None and action_kind(space) not in supported:
+            raise ValueError(
+                f"policy {config.policy.type!r} supports {', '.join(supported)} actions, but env "
+                f"{config.env.name!r} has a {action_kind(space)} action space {space}; "
+                f"choose a policy for {action_kind(space)} actions"
+            )
+
+    per_iteration = config.train.rollout_steps * config.env.num_envs * config.env.num_workers
+    on_policy = config.engine == "syncrl"
+    if on_policy:
+        if config.buffer.sampler != "all" and config.train.batch_size > per_iteration:
+            raise ValueError(
+                f"train.batch_size={config.train.batch_size} is larger than one rollout "
+                f"({config.train.rollout_steps} steps x {config.env.num_envs} envs x {config.env.num_workers} workers "
+                f"= {per_iteration} transitions); lower the batch size or collect more per iteration"
+            )
+        if config.policy.num_minibatches > per_iteration:
+            raise ValueError(
+                f"policy.num_minibatches={config.policy.num_minibatches} is larger than one rollout "
+                f"({per_iteration} transitions)"
+            )
+        capacity = config.buffer.capacity * config.cluster.buffer_worker_num
+        if config.buffer.unit == "transition" and capacity < per_iteration and config.buffer.mode == "standard":
+            raise ValueError(
+                f"buffer capacity {capacity} (capacity x buffer_worker_num) cannot hold one rollout of "
+                f"{per_iteration} transitions in standard mode; raise buffer.capacity"
+            )
+    elif config.engine != "eval":
+        capacity = config.buffer.capacity * config.cluster.buffer_worker_num
+        if config.buffer.unit == "transition" and config.train.batch_size > capacity:
+            raise ValueError(
+                f"train.batch_size={config.train.batch_size} is larger than the buffer capacity {capacity}"
+            )
+    if config.cluster.train_worker_num > 1 and config.cluster.train_worker_num % config.cluster.buffer_worker_num:
+        if config.cluster.buffer_worker_num % config.cluster.train_worker_num:
+            raise ValueError(
+                f"cluster.train_worker_num={config.cluster.train_worker_num} and buffer_worker_num="
+                f"{config.cluster.buffer_worker_num} cannot be split evenly: one must divide the other"
+            )
