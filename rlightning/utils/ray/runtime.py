@@ -49,21 +49,28 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
         _state["users"] += 1
         if ray.is_initialized():
             return False
-        kwargs = dict(init_kwargs)
-        kwargs.setdefault("ignore_reinit_error", True)
-        kwargs.setdefault("log_to_driver", True)
-        if address is None:
-            kwargs.setdefault("include_dashboard", False)
-            kwargs.setdefault("dashboard_host", "127.0.0.1")
-            ray.init(address="local", **kwargs)
-            _state["started"] = True
-        else:
-            for key in ("num_cpus", "num_gpus", "include_dashboard", "dashboard_host", "resources"):
-                kwargs.pop(key, None)
-            ray.init(address=address, **kwargs)
-            _state["started"] = False
+        try:
+            _init(ray, address, dict(init_kwargs))
+        except BaseException:
+            _state["users"] -= 1
+            raise
         logger.info("Ray %s (%s)", "started" if _state["started"] else "joined", address or "local")
         return True
+
+
+def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
+    kwargs.setdefault("ignore_reinit_error", True)
+    kwargs.setdefault("log_to_driver", True)
+    if address is None:
+        kwargs.setdefault("include_dashboard", False)
+        kwargs.setdefault("dashboard_host", "127.0.0.1")
+        ray.init(address="local", **kwargs)
+        _state["started"] = True
+    else:
+        for key in ("num_cpus", "num_gpus", "include_dashboard", "dashboard_host", "resources"):
+            kwargs.pop(key, None)
+        ray.init(address=address, **kwargs)
+        _state["started"] = False
 
 
 def release_ray(force: bool = False) -> bool:

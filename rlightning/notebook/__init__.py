@@ -1,0 +1,11 @@
+"""The notebook API: a thin layer over the builders.
+
+    from rlightning.notebook import Lab
+    lab = Lab.local()
+    run = lab.build(load_preset("cartpole_ppo"))
+"""
+
+from rlightning.notebook.lab import ClusterConnectionError, Lab
+from rlightning.notebook.run import Run
+
+__all__ = ["ClusterConnectionError", "Lab", "Run"]

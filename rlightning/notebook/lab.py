@@ -1,0 +1,336 @@
+"""`Lab`: a notebook's lease on a Ray cluster, and the runs and pieces built on it.
+
+    lab = Lab.local()                       # start or reuse a local runtime
+    lab = Lab.connect("127.0.0.1:6379", token_file="~/.ray/auth_token")
+    run = lab.build(cfg)                    # re-running the cell replaces the previous run
+    lab.shutdown()                          # stops exactly what this Lab started
+"""
+
+from __future__ import annotations
+
+import atexit
+import html
+import os
+import socket
+import threading
+import weakref
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from rlightning.notebook.run import Run
+from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig, MainConfig, PolicyConfig
+from rlightning.utils.logger import get_logger
+from rlightning.utils.ray.runtime import acquire_ray, release_ray
+
+logger = get_logger(__name__)
+
+_LIVE: "weakref.WeakSet[Lab]" = weakref.WeakSet()
+_LOCK = threading.Lock()
+
+
+class ClusterConnectionError(ConnectionError):
+    """No Ray cluster could be reached at the given address, or it refused our credentials."""
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    rest = address.removeprefix("ray://")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"cluster address {address!r} must look like 'host:port', 'ray://host:port' or 'auto'")
+    return host, int(port)
+
+
+def _check_reachable(address: str, timeout_s: float) -> None:
+    host, port = _split_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except OSError as err:
+        raise ClusterConnectionError(
+            f"no Ray cluster answers at {address!r} ({err.strerror or err}); start one with "
+            f"`ray start --head --node-ip-address={host} --port={port}` or check the address"
+        ) from None
+
+
+def _use_token(token: Optional[str], token_file: Optional[str]) -> None:
+    if token is None and token_file is None:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if token is not None:
+        os.environ["RAY_AUTH_TOKEN"] = token
+        os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    else:
+        path = Path(token_file).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"token file {str(path)!r} does not exist; `ray get-auth-token` prints the token")
+        os.environ["RAY_AUTH_TOKEN_PATH"] = str(path)
+        os.environ.pop("RAY_AUTH_TOKEN", None)
+
+
+class Lab:
+    """A lease on a Ray runtime plus everything built through it.
+
+    Use `Lab.local` or `Lab.connect`, not the constructor.
+    """
+
+    def __init__(self, address: Optional[str]) -> None:
+        self.address = address
+        self._runs: Dict[str, Run] = {}
+        self._pieces: Dict[str, Any] = {}
+        self._open = True
+        _LIVE.add(self)
+
+    # ------------------------------------------------------------------ factories
+    @classmethod
+    def local(cls, **ray_init_kwargs: Any) -> "Lab":
+        """Start a local Ray runtime, or reuse the one this process already has.
+
+        Re-running the cell returns the same Lab. The dashboard, if enabled,
+        listens on 127.0.0.1 unless ``dashboard_host`` says otherwise.
+        """
+        with _LOCK:
+            for lab in list(_LIVE):
+                if lab._open and lab.address is None:
+                    return lab
+            import ray
+
+            if ray.is_initialized():
+                acquire_ray(None)
+            else:
+                try:
+                    acquire_ray(None, **ray_init_kwargs)
+                except ValueError as err:
+                    if "connecting to an existing cluster" not in str(err):
+                        raise
+                    # A stale cluster record (an earlier cluster that died uncleanly): forget it and start fresh.
+                    os.environ.pop("RAY_ADDRESS", None)
+                    acquire_ray(None, **ray_init_kwargs)
+            return cls(None)
+
+    @classmethod
+    def connect(
+        cls,
+        address: str = "auto",
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout_s: float = 10.0,
+        **ray_init_kwargs: Any,
+    ) -> "Lab":
+        """Join an existing cluster (``"auto"``, ``"host:port"`` or ``"ray://host:port"``).
+
+        Args:
+            address: The cluster's address.
+            token: The cluster's auth token (clusters started with ``ray start`` require one).
+            token_file: A file holding the token (e.g. ``~/.ray/auth_token`` on the head).
+            timeout_s: How long to wait for the address to answer before failing.
+
+        Raises:
+            ClusterConnectionError: nothing answers at the address, or the token was refused.
+        """
+        import ray
+
+        with _LOCK:
+            for lab in list(_LIVE):
+                if lab._open and lab.address == address:
+                    return lab
+            if ray.is_initialized():
+                raise RuntimeError(
+                    "this process is already connected to a Ray runtime; call shutdown() on its Lab "
+                    "before connecting to another cluster"
+                )
+            _use_token(token, token_file)
+            if address != "auto":
+                _check_reachable(address, timeout_s)
+            try:
+                acquire_ray(address, **ray_init_kwargs)
+            except ConnectionError as err:
+                release_ray()
+                raise ClusterConnectionError(f"could not connect to the Ray cluster at {address!r}: {err}") from None
+            except Exception as err:
+                release_ray()
+                if "AuthToken" in type(err).__name__ or "authentication" in str(err).lower():
+                    raise ClusterConnectionError(
+                        f"the Ray cluster at {address!r} requires token authentication and refused this client: "
+                        "pass Lab.connect(..., token=...) or token_file=... (the head's ~/.ray/auth_token, "
+                        "or the output of `ray get-auth-token`)"
+                    ) from None
+                raise
+            return cls(address)
+
+    # ------------------------------------------------------------------ cluster facts
+    def cluster_info(self) -> Dict[str, Any]:
+        """Nodes, CPUs, GPUs, address, and what this Lab has started."""
+        import ray
+
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        total = ray.cluster_resources()
+        avail = ray.available_resources()
+        return {
+            "address": self.address or "local",
+            "node_ips": sorted({n.get("NodeManagerAddress", "?") for n in nodes}),
+            "nodes": len(nodes),
+            "cpus": float(total.get("CPU", 0)),
+            "cpus_free": float(avail.get("CPU", 0)),
+            "gpus": float(total.get("GPU", 0)),
+            "gpus_free": float(avail.get("GPU", 0)),
+            "runs": sorted(self._runs),
+            "pieces": sorted(self._pieces),
+        }
+
+    def _require_gpus(self, asked: float, what: str) -> None:
+        if asked <= 0:
+            return
+        import ray
+
+        have = float(ray.cluster_resources().get("GPU", 0))
+        if asked > have:
+            raise ValueError(f"{what} asks for {asked:g} GPU(s) but the cluster has {have:g}; lower the GPU count")
+
+    # ------------------------------------------------------------------ building
+    def _check_open(self) -> None:
+        if not self._open:
+            raise RuntimeError("this Lab was shut down; make a new one with Lab.local() or Lab.connect()")
+
+    def build(self, cfg: MainConfig, name: str = "default", **buffer_fns: Any) -> Run:
+        """Build env group, policy group, buffer and engine; replaces (and stops) an earlier run of that name."""
+        self._check_open()
+        if not isinstance(cfg, MainConfig):
+            raise TypeError(f"Lab.build expects a MainConfig (e.g. load_preset('cartpole_ppo')), got {type(cfg).__name__}")
+        c = cfg.cluster
+        self._require_gpus(
+            c.train_worker_num * c.train_each_gpu_num + c.eval_worker_num * c.eval_each_gpu_num, "this config"
+        )
+        self._close_named(name)
+        from rlightning.utils.builders import build_run
+
+        parts = build_run(cfg.model_copy(deep=True), **buffer_fns)
+        run = Run(name, parts.engine.config, parts)
+        self._runs[name] = run
+        return run
+
+    def _close_named(self, name: str) -> None:
+        old = self._runs.pop(name, None)
+        if old is not None:
+            logger.info("replacing run %r: stopping the one built before", name)
+            old.close()
+        piece = self._pieces.pop(name, None)
+        if piece is not None and hasattr(piece, "close"):
+            piece.close()
+
+    def env_group(self, env_cfg: EnvConfig, name: str = "env_group", remote: bool = True) -> Any:
+        """Build and init an `EnvGroup` on its own (replacing an earlier one of that name)."""
+        self._check_open()
+        from rlightning.env.builder import build_env_group
+        from rlightning.utils.utils import InternalFlag
+
+        self._close_named(name)
+        InternalFlag.set(REMOTE_ENV=remote)
+        group = build_env_group(env_cfg)
+        group.init()
+        self._pieces[name] = group
+        return group
+
+    def policy_group(
+        self,
+        policy_cfg: PolicyConfig,
+        cluster_cfg: Optional[ClusterConfig] = None,
+        gpus: float = 0.0,
+        name: str = "policy_group",
+        remote: bool = True,
+    ) -> Any:
+        """Build a `PolicyGroup`; ``gpus`` is the GPUs per train and per eval worker (a GPU policy group)."""
+        self._check_open()
+        from rlightning.policy.builder import build_policy_group
+        from rlightning.utils.utils import InternalFlag
+
+        cluster = (cluster_cfg or ClusterConfig()).model_copy()
+        if gpus:
+            cluster.train_each_gpu_num = gpus
+            cluster.eval_each_gpu_num = gpus
+        self._require_gpus(
+            cluster.train_worker_num * cluster.train_each_gpu_num + cluster.eval_worker_num * cluster.eval_each_gpu_num,
+            f"policy group {name!r}",
+        )
+        self._close_named(name)
+        InternalFlag.set(REMOTE_TRAIN=remote, REMOTE_EVAL=remote)
+        group = build_policy_group(policy_cfg.type, policy_cfg, cluster, backend="nccl" if gpus else "gloo")
+        self._pieces[name] = group
+        return group
+
+    def data_buffer(self, buffer_cfg: BufferConfig, name: str = "data_buffer", **fns: Any) -> Any:
+        """Build a `DataBuffer` (call its ``init(env_metas, env_ids, ...)`` next)."""
+        self._check_open()
+        from rlightning.buffer.builder import build_data_buffer
+
+        self._close_named(name)
+        buffer = build_data_buffer(buffer_cfg.type, buffer_cfg, **fns)
+        self._pieces[name] = buffer
+        return buffer
+
+    def engine(self, cfg: MainConfig, env_group: Any, policy_group: Any, buffer: Any, name: str = "engine") -> Run:
+        """Wire pieces built on their own into an engine, wrapped in a `Run`."""
+        self._check_open()
+        from rlightning.utils.builders import RunParts, build_engine
+
+        self._close_named(name)
+        for key in [k for k, v in self._pieces.items() if v in (env_group, policy_group, buffer)]:
+            self._pieces.pop(key)  # the run owns them now
+        engine = build_engine(cfg, env_group, policy_group, buffer)
+        run = Run(name, cfg, RunParts(env_group, policy_group, buffer, engine))
+        self._runs[name] = run
+        return run
+
+    # ------------------------------------------------------------------ teardown
+    def shutdown(self) -> None:
+        """Stop every run and piece this Lab built and give back its Ray lease (idempotent)."""
+        if not self._open:
+            return
+        self._open = False
+        for name in list(self._runs):
+            self._runs.pop(name).close()
+        for name in list(self._pieces):
+            piece = self._pieces.pop(name)
+            if hasattr(piece, "close"):
+                try:
+                    piece.close()
+                except Exception as err:  # noqa: BLE001
+                    logger.warning("closing %s failed: %s", name, err)
+        release_ray()
+
+    # ------------------------------------------------------------------ display
+    def __repr__(self) -> str:
+        if not self._open:
+            return "Lab(shut down)"
+        info = self.cluster_info()
+        return (
+            f"Lab({info['address']}: {info['nodes']} node(s) {', '.join(info['node_ips'])}, "
+            f"{info['cpus']:g} CPUs ({info['cpus_free']:g} free), {info['gpus']:g} GPUs, runs={info['runs']})"
+        )
+
+    def _repr_html_(self) -> str:
+        if not self._open:
+            return "<b>Lab</b> (shut down)"
+        info = self.cluster_info()
+        rows = [
+            ("address", info["address"]),
+            ("nodes", f"{info['nodes']} ({', '.join(info['node_ips'])})"),
+            ("CPUs", f"{info['cpus']:g} ({info['cpus_free']:g} free)"),
+            ("GPUs", f"{info['gpus']:g} ({info['gpus_free']:g} free)"),
+            ("runs started here", ", ".join(info["runs"]) or "none"),
+            ("pieces started here", ", ".join(info["pieces"]) or "none"),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(str(v))}"
+            "</td></tr>"
+            for k, v in rows
+        )
+        return f"<div class='rlightning-lab'><b>rlightning Lab</b><table>{body}</table></div>"
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    for lab in list(_LIVE):
+        try:
+            lab.shutdown()
+        except Exception:  # noqa: BLE001 - interpreter is exiting
+            pass
