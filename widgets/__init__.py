@@ -1,5 +1,20 @@
 """rlightning.widgets: ipywidgets views over the core's plain snapshots.
 
 This folder sits at the repository top level and is installed as
-``rlightning.widgets``. Views never hold logic the core lacks.
+``rlightning.widgets``. The views hold no logic the core lacks: their state
+comes from ``buffer.stats()``, the buffer's ``EpisodeTable`` and the engine's
+metrics and timing. Without ipywidgets they render as HTML with an install hint.
 """
+
+from rlightning.widgets.buffer_view import BufferViewWidget, buffer_state
+from rlightning.widgets.dashboard import EngineDashboard, engine_state
+from rlightning.widgets.episode_table import EpisodeTableWidget, episode_table_state
+
+__all__ = [
+    "BufferViewWidget",
+    "EngineDashboard",
+    "EpisodeTableWidget",
+    "buffer_state",
+    "engine_state",
+    "episode_table_state",
+]

@@ -1,8 +1,8 @@
 """The notebook API: a thin layer over the builders.
 
-    from rlightning.notebook import Lab
-    lab = Lab.local()
-    run = lab.build(load_preset("cartpole_ppo"))
+from rlightning.notebook import Lab
+lab = Lab.local()
+run = lab.build(load_preset("cartpole_ppo"))
 """
 
 from rlightning.notebook.lab import ClusterConnectionError, Lab

@@ -1,9 +1,9 @@
 """`Lab`: a notebook's lease on a Ray cluster, and the runs and pieces built on it.
 
-    lab = Lab.local()                       # start or reuse a local runtime
-    lab = Lab.connect("127.0.0.1:6379", token_file="~/.ray/auth_token")
-    run = lab.build(cfg)                    # re-running the cell replaces the previous run
-    lab.shutdown()                          # stops exactly what this Lab started
+lab = Lab.local()                       # start or reuse a local runtime
+lab = Lab.connect("127.0.0.1:6379", token_file="~/.ray/auth_token")
+run = lab.build(cfg)                    # re-running the cell replaces the previous run
+lab.shutdown()                          # stops exactly what this Lab started
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rlightning.utils.ray.runtime import acquire_ray, release_ray
 
 logger = get_logger(__name__)
 
-_LIVE: "weakref.WeakSet[Lab]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Lab] = weakref.WeakSet()
 _LOCK = threading.Lock()
 
 
@@ -82,7 +82,7 @@ class Lab:
 
     # ------------------------------------------------------------------ factories
     @classmethod
-    def local(cls, **ray_init_kwargs: Any) -> "Lab":
+    def local(cls, **ray_init_kwargs: Any) -> Lab:
         """Start a local Ray runtime, or reuse the one this process already has.
 
         Re-running the cell returns the same Lab. The dashboard, if enabled,
@@ -115,7 +115,7 @@ class Lab:
         token_file: Optional[str] = None,
         timeout_s: float = 10.0,
         **ray_init_kwargs: Any,
-    ) -> "Lab":
+    ) -> Lab:
         """Join an existing cluster (``"auto"``, ``"host:port"`` or ``"ray://host:port"``).
 
         Args:
@@ -195,7 +195,9 @@ class Lab:
         """Build env group, policy group, buffer and engine; replaces (and stops) an earlier run of that name."""
         self._check_open()
         if not isinstance(cfg, MainConfig):
-            raise TypeError(f"Lab.build expects a MainConfig (e.g. load_preset('cartpole_ppo')), got {type(cfg).__name__}")
+            raise TypeError(
+                f"Lab.build expects a MainConfig (e.g. load_preset('cartpole_ppo')), got {type(cfg).__name__}"
+            )
         c = cfg.cluster
         self._require_gpus(
             c.train_worker_num * c.train_each_gpu_num + c.eval_worker_num * c.eval_each_gpu_num, "this config"

@@ -43,7 +43,7 @@ class Run:
         self._check_idle()
         return self.engine.run(iterations=iterations, **kwargs)
 
-    def start(self, iterations: Optional[int] = None, **kwargs: Any) -> "Run":
+    def start(self, iterations: Optional[int] = None, **kwargs: Any) -> Run:
         """Run iterations in a background thread; the cell returns at once and widgets keep updating."""
         self._check_idle()
         kwargs.setdefault("progress", False)

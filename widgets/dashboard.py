@@ -1,0 +1,116 @@
+"""`EngineDashboard`: progress, metric sparklines, current phase, and the buffer and episode-table views."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from rlightning.widgets._base import LiveView, esc, fmt, sparkline
+from rlightning.widgets.buffer_view import BufferViewWidget
+from rlightning.widgets.episode_table import EpisodeTableWidget
+
+SPARK_KEYS = (
+    ("episode_return_mean", "return"),
+    ("policy_loss", "policy loss"),
+    ("q_loss", "q loss"),
+    ("env_steps_per_sec", "steps/s"),
+    ("policy_lag", "policy lag"),
+)
+
+
+def engine_state(engine: Any) -> Dict[str, Any]:
+    """The dashboard's state from an engine: counters, phase, metric series, timing summary."""
+    history = engine.metrics.history
+    target = engine.config.train.iterations
+    series = {}
+    for key, _ in SPARK_KEYS:
+        vals = [r[key] for r in history if isinstance(r.get(key), (int, float))]
+        if vals:
+            series[key] = vals[-200:]
+    stats = engine.env_group.stats() if hasattr(engine.env_group, "stats") else {}
+    return {
+        "iteration": engine.iteration,
+        "target_iterations": target,
+        "env_steps": engine.env_steps,
+        "episodes": engine.episodes,
+        "phase": engine.phase,
+        "last": dict(engine.last_metrics),
+        "series": series,
+        "env_restarts": int(stats.get("total_restarts", 0)),
+        "timing": {k: v.get("mean") for k, v in engine.timing.summary().items() if "mean" in v},
+    }
+
+
+class EngineDashboard(LiveView):
+    """The run dashboard. Accepts a notebook `Run` or an engine.
+
+    It refreshes itself while a run is going (``watch``), and the BufferView
+    and EpisodeTable views below it refresh with it.
+    """
+
+    def __init__(self, run_or_engine: Any, interval: float = 0.5, live: bool = True) -> None:
+        super().__init__()
+        self.run = run_or_engine if hasattr(run_or_engine, "engine") else None
+        self.engine = getattr(run_or_engine, "engine", run_or_engine)
+        self.buffer_view = BufferViewWidget(self.engine.buffer)
+        self.episode_table_view = EpisodeTableWidget(self.engine.buffer)
+        self.progress = None
+        self.container = None
+        if self._w is not None:
+            self.progress = self._w.IntProgress(
+                min=0, max=max(1, self.engine.config.train.iterations), description="iteration"
+            )
+            self.container = self._w.VBox(
+                [self.progress, self.widget, self.buffer_view.widget, self.episode_table_view.widget]
+            )
+        self.refresh()
+        if live:
+            self.watch(interval)
+
+    def compute_state(self) -> Dict[str, Any]:
+        return engine_state(self.engine)
+
+    def refresh(self) -> Dict[str, Any]:
+        state = super().refresh()
+        self.buffer_view.refresh()
+        self.episode_table_view.refresh()
+        if self.progress is not None:
+            self.progress.max = max(1, state["target_iterations"], state["iteration"])
+            self.progress.value = state["iteration"]
+        return state
+
+    def render_html(self, s: Dict[str, Any]) -> str:
+        sparks = "".join(sparkline(s["series"][k], label=label) for k, label in SPARK_KEYS if k in s["series"])
+        timing = ", ".join(f"{esc(k)} {v * 1e3:.0f} ms" for k, v in s["timing"].items() if isinstance(v, float))
+        return (
+            "<div class='rlightning-dashboard'>"
+            f"<b>Engine</b> iteration <span class='rl-iteration'>{s['iteration']}</span>/{s['target_iterations']}"
+            f" · env steps <span class='rl-env-steps'>{s['env_steps']}</span> · episodes {s['episodes']}"
+            f" · phase <span class='rl-phase'>{esc(s['phase'])}</span> · env restarts {s['env_restarts']}"
+            f" · return {esc(fmt(s['last'].get('episode_return_mean')))}"
+            f"<div>{sparks}</div><div style='font-size:11px'>mean time per iteration: {timing}</div></div>"
+        )
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import HTML, display
+
+        self.refresh()
+        if self.container is not None:
+            display(self.container)
+        else:
+            from rlightning.widgets._base import INSTALL_HINT
+
+            html = self.render_html(self.state) + self.buffer_view.render_html(self.buffer_view.state)
+            html += self.episode_table_view.render_html(self.episode_table_view.state)
+            display(HTML(html + f"<p><i>{esc(INSTALL_HINT)}</i></p>"))
+
+    def _repr_html_(self) -> str:
+        self.refresh()
+        return (
+            self.render_html(self.state)
+            + self.buffer_view.render_html(self.buffer_view.state)
+            + self.episode_table_view.render_html(self.episode_table_view.state)
+        )
+
+    def close(self) -> None:
+        """Stop refreshing."""
+        self.unwatch()
