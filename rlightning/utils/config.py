@@ -208,6 +208,8 @@ class BufferConfig(_Config):
     """Store rewards scaled by a running estimate of the return's std."""
     nan_guard: Literal["raise", "drop", "warn"] = "raise"
     """What a NaN or inf in an observation or reward does: raise, drop the episode, or log a warning."""
+    seed: Optional[int] = Field(None, ge=0)
+    """Seed of the samplers (shard ``i`` uses ``seed + i``); None draws a random one."""
 
 
 class TrainConfig(_Config):

@@ -1,0 +1,510 @@
+"""`DataBuffer`: the experience store, one local `Storage` or N shards as Ray actors.
+
+    buffer = build_data_buffer("replay", cfg.buffer)
+    buffer.init(env_metas, num_storages=2, num_train_workers=2)   # shards are actors if REMOTE_STORAGE
+    buffer.add_batched_transition(env_rets, policy_resps)          # BatchedData, refs allowed
+    batches = buffer.sample(256)                                   # one TensorDict per train worker
+
+Every call on the hot path is one call per shard: items are grouped by the
+shard the `EpisodeTable` assigns their env to. With remote shards, ObjectRefs
+are handed to the actors as top-level arguments (Ray resolves them there);
+with local shards they are fetched with one ``resolve``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import torch
+from tensordict import TensorDict
+
+from rlightning.buffer.sharding import as_items, cat_parts, pair_items, split_batch
+from rlightning.buffer.utils import BufferView, EpisodeTable, Storage
+from rlightning.buffer.utils.preprocessors import ComposePreprocessor, RunningMeanStdPreprocessor
+from rlightning.buffer.utils.timing import OpTimer
+from rlightning.buffer.utils.utils import (
+    default_env_ret_preprocess_fn,
+    default_obs_preprocessor,
+    default_policy_resp_preprocess_fn,
+    default_postprocess_fn,
+    default_preprocess_fn,
+    default_reward_preprocessor,
+)
+from rlightning.types import BatchedData, EnvMeta, is_object_ref
+from rlightning.utils.config import BufferConfig
+from rlightning.utils.logger import get_logger
+from rlightning.utils.ray.handle import WorkerHandle, resolve
+from rlightning.utils.utils import InternalFlag
+
+__all__ = ["DataBuffer"]
+
+logger = get_logger(__name__)
+
+
+class DataBuffer:
+    """The data buffer: routes data to storage shards and samples one batch per train worker.
+
+    Args:
+        config: The buffer settings.
+        obs_preprocessor: Applied to observation batches before storing.
+        reward_preprocessor: Applied to reward batches before storing.
+        env_ret_preprocess_fn: EnvRet to the env half of a step dict.
+        policy_resp_preprocess_fn: PolicyResponse to the policy half of a step dict.
+        preprocess_fn: (EnvRet, PolicyResponse) to a step dict.
+        postprocess_fn: Finished episode to stored transitions (e.g. GAE).
+    """
+
+    #: Clear the shards once a sample has consumed them (on-policy buffers).
+    clear_after_sample = False
+
+    def __init__(
+        self,
+        config: BufferConfig,
+        obs_preprocessor: Optional[Callable] = default_obs_preprocessor,
+        reward_preprocessor: Optional[Callable] = default_reward_preprocessor,
+        env_ret_preprocess_fn: Optional[Callable] = default_env_ret_preprocess_fn,
+        policy_resp_preprocess_fn: Optional[Callable] = default_policy_resp_preprocess_fn,
+        preprocess_fn: Optional[Callable] = default_preprocess_fn,
+        postprocess_fn: Optional[Callable] = default_postprocess_fn,
+    ) -> None:
+        if isinstance(config, dict):
+            config = BufferConfig(**config)
+        if not isinstance(config, BufferConfig):
+            raise TypeError(f"DataBuffer config must be a BufferConfig, got {type(config).__name__}")
+        self.config = config
+        if config.normalize_obs:
+            obs_preprocessor = ComposePreprocessor(obs_preprocessor, RunningMeanStdPreprocessor(center=True))
+        if config.normalize_reward:
+            reward_preprocessor = ComposePreprocessor(reward_preprocessor, RunningMeanStdPreprocessor(center=False))
+        self.obs_preprocessor = obs_preprocessor
+        self.reward_preprocessor = reward_preprocessor
+        self.env_ret_preprocess_fn = env_ret_preprocess_fn
+        self.policy_resp_preprocess_fn = policy_resp_preprocess_fn
+        self.preprocess_fn = preprocess_fn
+        self.postprocess_fn = postprocess_fn
+        self.episode_table: Optional[EpisodeTable] = None
+        self._handles: List[WorkerHandle] = []
+        self._sizes: List[int] = []
+        self._next_episode_shard = 0
+        self._timer = OpTimer()
+
+    # ------------------------------------------------------------------ setup
+
+    def _storage_kwargs(self, env_meta_list: List[EnvMeta]) -> Dict[str, Any]:
+        cfg = self.config
+        return dict(
+            capacity=cfg.capacity,
+            mode=cfg.mode,
+            unit=cfg.unit,
+            env_meta_list=env_meta_list,
+            device=cfg.device,
+            obs_preprocessor=self.obs_preprocessor,
+            reward_preprocessor=self.reward_preprocessor,
+            env_ret_preprocess_fn=self.env_ret_preprocess_fn,
+            policy_resp_preprocess_fn=self.policy_resp_preprocess_fn,
+            preprocess_fn=self.preprocess_fn,
+            postprocess_fn=self.postprocess_fn,
+            auto_truncate_episode=cfg.auto_truncate_episode,
+            sampler=cfg.sampler,
+            slice_len=cfg.slice_len,
+            nan_guard=cfg.nan_guard,
+            priority_alpha=cfg.priority_alpha,
+            priority_beta=cfg.priority_beta,
+            priority_eps=cfg.priority_eps,
+        )
+
+    def init(
+        self,
+        env_meta_list: Sequence[EnvMeta],
+        env_ids: Optional[Sequence[str]] = None,
+        *,
+        num_storages: int = 1,
+        num_train_workers: int = 1,
+        storage_options: Optional[Dict[str, Any]] = None,
+        component_distribution: Optional[Dict[str, Dict[str, Dict[str, Any]]]] = None,
+    ) -> DataBuffer:
+        """Create the storage shards: local objects, or Ray actors when ``InternalFlag.REMOTE_STORAGE``.
+
+        Args:
+            env_meta_list: Metadata of the env workers (observation spaces check the data).
+            env_ids: Env ids to place on shards now (default: those of ``env_meta_list``).
+            num_storages: Number of shards (``ClusterConfig.buffer_worker_num``).
+            num_train_workers: Number of train workers fed by ``sample``.
+            storage_options: Ray actor options of each shard (``num_cpus`` default 1, ...).
+            component_distribution: Where storages, envs and train workers run (node affinity).
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: ``num_storages < 1``, or train workers that cannot be split evenly over the shards.
+        """
+        if isinstance(num_train_workers, bool) or not isinstance(num_train_workers, int) or num_train_workers < 1:
+            raise ValueError(f"DataBuffer.init num_train_workers must be an integer >= 1, got {num_train_workers!r}")
+        metas = list(env_meta_list or [])
+        if env_ids is None:
+            env_ids = [m.env_id for m in metas if getattr(m, "env_id", None) is not None]
+        affinity = component_distribution is not None
+        table = EpisodeTable(
+            num_storages,
+            list(env_ids),
+            num_train_workers,
+            component_distribution,
+            node_affinity_env=affinity,
+            node_affinity_train=affinity,
+        )
+        if self._handles:
+            self.close()
+        kwargs = self._storage_kwargs(metas)
+        seed = self.config.seed
+        workers = []
+        if InternalFlag.REMOTE_STORAGE:
+            from rlightning.utils.ray.launcher import launch_ray_actor
+
+            tag = uuid.uuid4().hex[:8]
+            for i in range(num_storages):
+                options = {"num_cpus": 1, "name": f"rlightning-storage-{tag}-{i}"}
+                options.update(storage_options or {})
+                env_vars = dict(InternalFlag.get_env_vars())
+                runtime_env = dict(options.get("runtime_env") or {})
+                env_vars.update(runtime_env.get("env_vars") or {})
+                runtime_env["env_vars"] = env_vars
+                options["runtime_env"] = runtime_env
+                threads = max(1, int(float(options.get("num_cpus") or 1)))
+                workers.append(
+                    launch_ray_actor(
+                        Storage,
+                        options=options,
+                        seed=None if seed is None else seed + i,
+                        num_threads=threads,
+                        **kwargs,
+                    )
+                )
+        else:
+            workers = [Storage(seed=None if seed is None else seed + i, **kwargs) for i in range(num_storages)]
+        self._handles = [WorkerHandle(w) for w in workers]
+        self.episode_table = table
+        self._sizes = resolve([h.submit("get_size") for h in self._handles])
+        logger.info(
+            "data buffer: %d %s shard(s), capacity %d %ss each",
+            num_storages,
+            "remote" if self.is_remote else "local",
+            self.config.capacity,
+            self.config.unit,
+        )
+        return self
+
+    def _require_init(self) -> EpisodeTable:
+        if self.episode_table is None:
+            raise RuntimeError("the DataBuffer has no storage yet: call buffer.init(env_meta_list) first")
+        return self.episode_table
+
+    @property
+    def is_remote(self) -> bool:
+        """True when the shards are Ray actors."""
+        return any(h.is_remote for h in self._handles)
+
+    @property
+    def num_storages(self) -> int:
+        """Number of storage shards."""
+        return len(self._handles)
+
+    @property
+    def storages(self) -> List[Any]:
+        """The shards (Storage objects or actor handles)."""
+        return [h.worker for h in self._handles]
+
+    def close(self) -> None:
+        """Stop remote shards (local ones are dropped); the buffer needs `init` again."""
+        for h in self._handles:
+            h.kill()
+        self._handles = []
+        self._sizes = []
+        self.episode_table = None
+
+    # ------------------------------------------------------------------ routing
+
+    def _shard_of(self, env_id: Any, register: bool = True) -> int:
+        table = self._require_init()
+        env_id = str(env_id)
+        if not register and not table.has_env(env_id):
+            raise KeyError(f"unknown env {env_id!r}: the buffer knows {sorted(table.get_env_to_storage())}")
+        return table.get_storage_idx_for_env(env_id)
+
+    def _dispatch(self, calls: Dict[int, tuple], values: List[Any]) -> None:
+        """Submit ``method(*args)`` per shard, resolving refs first when shards are local; update sizes."""
+        if not self.is_remote and any(is_object_ref(v) for v in values):
+            resolved = iter(resolve(values))
+            lookup = {id(v): next(resolved) for v in values}
+            calls = {s: (m, tuple(lookup.get(id(a), a) for a in args)) for s, (m, args) in calls.items()}
+        shards = list(calls)
+        futures = [self._handles[s].submit(m, *args) for s, (m, args) in calls.items()]
+        try:
+            results = resolve(futures)
+        except Exception:  # noqa: BLE001 - find every shard's outcome, then re-raise the first error
+            first = None
+            for s, fut in zip(shards, futures):
+                try:
+                    self._sizes[s] = resolve([fut])[0]
+                except Exception as err:  # noqa: BLE001 - re-raised below
+                    first = first or err
+            raise first from None
+        for s, size in zip(shards, results):
+            self._sizes[s] = size
+
+    def add_transition(self, env_ret: Any, policy_resp: Any) -> None:
+        """Add one env step (an EnvRet and the PolicyResponse that answers it)."""
+        env_id = getattr(policy_resp, "env_id", None) if is_object_ref(env_ret) else env_ret.env_id
+        if env_id is None:
+            env_ret, policy_resp = resolve([env_ret, policy_resp])
+            env_id = env_ret.env_id
+        self.add_batched_transition(BatchedData([env_id], [env_ret]), BatchedData([env_id], [policy_resp]))
+
+    def add_batched_transition(self, env_rets: Any, policy_resps: Any) -> None:
+        """Add one step of several env workers: BatchedData (or lists) of EnvRets and PolicyResponses.
+
+        One call per shard. Elements may be Ray ObjectRefs.
+
+        Raises:
+            ValueError: the two batches hold different env ids, or a step is invalid (first error raised
+                after every valid step is stored).
+        """
+        t0 = time.perf_counter()
+        triples = pair_items(as_items(env_rets, "env_rets"), as_items(policy_resps, "policy_resps"))
+        groups: Dict[int, tuple] = {}
+        for env_id, env_ret, resp in triples:
+            groups.setdefault(self._shard_of(env_id), ([], []))
+            groups[self._shard_of(env_id)][0].append(env_ret)
+            groups[self._shard_of(env_id)][1].append(resp)
+        calls = {s: ("add_transitions_flat", (len(es), *es, *rs)) for s, (es, rs) in groups.items()}
+        self._dispatch(calls, [x for _, e, r in triples for x in (e, r)])
+        self._timer.add("add_batched_transition", time.perf_counter() - t0)
+
+    def add_data_async(self, item: Any) -> None:
+        """Add one EnvRet or PolicyResponse arriving on its own (async rollouts)."""
+        env_id = getattr(item, "env_id", None)
+        if env_id is None:
+            raise TypeError("add_data_async needs an item with env_id; pass ObjectRefs through add_batched_data_async")
+        self.add_batched_data_async(BatchedData([env_id], [item]))
+
+    def add_batched_data_async(self, batch: Any) -> None:
+        """Add EnvRets and/or PolicyResponses (a BatchedData, refs allowed) that arrive separately."""
+        items = as_items(batch, "add_batched_data_async")
+        groups: Dict[int, List[Any]] = {}
+        for env_id, value in items:
+            groups.setdefault(self._shard_of(env_id), []).append(value)
+        self._dispatch({s: ("add_data_async_flat", tuple(vs)) for s, vs in groups.items()}, [v for _, v in items])
+
+    def add_episode(
+        self, episode: Union[Dict, TensorDict], num_envs: int = 1, env_id: Optional[str] = None, **kwargs: Any
+    ) -> None:
+        """Add whole episodes (``[T, num_envs, ...]``) to the env's shard, or to the next shard in turn."""
+        if env_id is not None:
+            shard = self._shard_of(env_id)
+        else:
+            self._require_init()
+            shard = self._next_episode_shard % self.num_storages
+            self._next_episode_shard += 1
+        kwargs["env_id"] = env_id or "episode"
+        self._sizes[shard] = self._handles[shard].call("add_episode", episode, num_envs, **kwargs)
+
+    def truncate_episodes(self, env_ids: Optional[Sequence[Any]] = None) -> None:
+        """Close the episodes in progress of these envs (all known envs when None) and store them.
+
+        Raises:
+            KeyError: an env the buffer never saw (nothing is truncated).
+        """
+        table = self._require_init()
+        if env_ids is None:
+            env_ids = list(table.get_env_to_storage())
+        if isinstance(env_ids, str):
+            env_ids = [env_ids]
+        ids = [e if isinstance(e, str) else getattr(e, "env_id", e) for e in env_ids]
+        groups: Dict[int, List[str]] = {}
+        for env_id in ids:
+            groups.setdefault(self._shard_of(env_id, register=False), []).append(env_id)
+        self._dispatch({s: ("truncate_episodes", (es,)) for s, es in groups.items()}, [])
+
+    def truncate_one_episode(self, item: Any) -> None:
+        """Close the episodes in progress of one env (an env id or an object with ``env_id``)."""
+        self.truncate_episodes([item])
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample(self, batch_size: Optional[int] = None) -> List[TensorDict]:
+        """Draw one batch per train worker from that worker's shards (one call per shard).
+
+        Args:
+            batch_size: Items per train worker (ignored by the ``all`` sampler).
+
+        Returns:
+            A list with one TensorDict per train worker.
+
+        Raises:
+            ValueError: a batch larger than what the worker's shards hold.
+        """
+        t0 = time.perf_counter()
+        table = self._require_init()
+        s2w = table.get_storage_to_train_workers()
+        sized = self.config.sampler != "all"
+        if sized and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        shard_batch: Dict[int, Optional[int]] = {}
+        for w in range(table.num_train_workers):
+            shards = table.get_storages_for_train_worker(w)
+            if not sized:
+                shard_batch.update({s: None for s in shards})
+            elif len(shards) == 1:
+                shard_batch[shards[0]] = batch_size
+            else:
+                sizes = [self._sizes[s] for s in shards]
+                shares = split_batch(batch_size, sizes, f"train worker {w}'s shards {shards}")
+                shard_batch.update(dict(zip(shards, shares)))
+        shards = [s for s in range(self.num_storages) if s2w[s] and (not sized or shard_batch.get(s))]
+        futures = [
+            self._handles[s].submit("sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample)
+            for s in shards
+        ]
+        results = resolve(futures)
+        per_worker: List[List[TensorDict]] = [[] for _ in range(table.num_train_workers)]
+        for s, parts in zip(shards, results):
+            if self.clear_after_sample:
+                self._sizes[s] = 0
+            for w, part in zip(s2w[s], parts):
+                if self.config.sampler == "prioritized" and part.batch_size[0]:
+                    part.set("_shard", torch.full(part.batch_size[:1], s, dtype=torch.int64))
+                per_worker[w].append(part)
+        out = [cat_parts(p) for p in per_worker]
+        self._timer.add("sample", time.perf_counter() - t0)
+        return out
+
+    def update_priorities(self, batch_or_index: Any, priority: Any, shard: Any = None) -> None:
+        """Set priorities of sampled items: pass the sampled TensorDict (its ``_index``/``_shard``), or indices.
+
+        Raises:
+            KeyError: a TensorDict without ``_index`` (not from the prioritized sampler).
+        """
+        self._require_init()
+        if isinstance(batch_or_index, TensorDict):
+            if "_index" not in batch_or_index.keys():
+                raise KeyError("update_priorities needs a batch from the prioritized sampler (with '_index')")
+            index = batch_or_index["_index"]
+            shard = batch_or_index.get("_shard", None)
+        else:
+            index = torch.as_tensor(batch_or_index)
+        index = index.reshape(-1).cpu()
+        priority = torch.as_tensor(priority).reshape(-1).detach().cpu()
+        shard = torch.zeros_like(index) if shard is None else torch.as_tensor(shard).reshape(-1).cpu()
+        if not (index.shape == priority.shape == shard.shape):
+            raise ValueError(
+                f"update_priorities got {index.numel()} indices, {priority.numel()} priorities, {shard.numel()} shards"
+            )
+        futures = []
+        for s in torch.unique(shard).tolist():
+            sel = shard == s
+            futures.append(self._handles[int(s)].submit("update_priorities", index[sel], priority[sel]))
+        resolve(futures)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def size(self) -> int:
+        """Stored items over all shards (as of the last call that reported sizes)."""
+        return sum(self._sizes)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def get_size(self) -> int:
+        """Stored items over all shards, asked from the shards."""
+        self._require_init()
+        self._sizes = resolve([h.submit("get_size") for h in self._handles])
+        return sum(self._sizes)
+
+    def clear(self) -> None:
+        """Clear every shard."""
+        self._require_init()
+        resolve([h.submit("clear") for h in self._handles])
+        self._sizes = [0] * self.num_storages
+
+    def get_data(self) -> TensorDict:
+        """Every stored transition of every shard, concatenated (a copy)."""
+        self._require_init()
+        parts = resolve([h.submit("get_data") for h in self._handles])
+        parts = [p for p in parts if p.batch_size[0] > 0]
+        return torch.cat(parts, 0) if parts else TensorDict({}, batch_size=[0])
+
+    def view(self) -> BufferView:
+        """A read-only `BufferView` of everything stored."""
+        return BufferView(self.get_data())
+
+    def sample_rows(self, n: int = 5) -> TensorDict:
+        """A few recently stored transitions (for display)."""
+        self._require_init()
+        parts = resolve([h.submit("sample_rows", n) for h in self._handles])
+        parts = [p for p in parts if p.batch_size[0] > 0]
+        if not parts:
+            return TensorDict({}, batch_size=[0])
+        rows = torch.cat(parts, 0)
+        return rows[max(0, rows.batch_size[0] - n) :]
+
+    def timing_summary(self, reset: bool = False) -> Dict[str, Any]:
+        """Time per operation: the buffer's own and each shard's."""
+        self._require_init()
+        shards = resolve([h.submit("timing_summary", reset) for h in self._handles])
+        return {"buffer": self._timer.summary(reset), "shards": shards}
+
+    def print_timing_summary(self, reset: bool = False) -> None:
+        """Log the timing summary (at INFO level)."""
+        summary = self.timing_summary(reset)
+        logger.info("buffer timing:\n%s", OpTimer.format(summary["buffer"]))
+        for i, s in enumerate(summary["shards"]):
+            logger.info("shard %d timing:\n%s", i, OpTimer.format(s))
+
+    def stats(self) -> Dict[str, Any]:
+        """A plain snapshot for views: per-shard fill, episodes stored, recent episodes, adds per second."""
+        table = self._require_init()
+        shard_stats = resolve([h.submit("stats") for h in self._handles])
+        s2w = table.get_storage_to_train_workers()
+        shards = []
+        recent: List[Dict[str, Any]] = []
+        for i, st in enumerate(shard_stats):
+            self._sizes[i] = st["size"]
+            shards.append(
+                {
+                    "size": st["size"],
+                    "capacity": st["capacity"],
+                    "episodes": st["episodes"],
+                    "transitions": st["transitions"],
+                    "adds_per_sec": st["adds_per_sec"],
+                    "in_progress": st["in_progress"],
+                    "env_ids": table.get_envs_for_storage(i),
+                    "train_workers": s2w[i],
+                }
+            )
+            recent.extend(st["recent_episodes"])
+        recent.sort(key=lambda r: r.get("time", 0.0))
+        return {
+            "shards": shards,
+            "size": sum(s["size"] for s in shards),
+            "capacity": sum(s["capacity"] for s in shards),
+            "episodes_stored": sum(s["episodes"] for s in shards),
+            "transitions": sum(s["transitions"] for s in shards),
+            "recent_episodes": [
+                {"env_id": r["env_id"], "return": r["return"], "length": r["length"]} for r in recent[-100:]
+            ],
+            "adds_per_sec": sum(s["adds_per_sec"] for s in shards),
+            "unit": self.config.unit,
+            "mode": self.config.mode,
+            "sampler": self.config.sampler,
+            "remote": self.is_remote,
+            "episode_table": table.snapshot(),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(shards={self.num_storages}, remote={self.is_remote}, size={self.size}, "
+            f"capacity={self.config.capacity}/shard, unit={self.config.unit!r}, sampler={self.config.sampler!r})"
+        )

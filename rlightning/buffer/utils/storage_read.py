@@ -1,0 +1,145 @@
+"""Reading a `Storage`: sampling, priorities, whole-data views (mixed into `Storage`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+__all__ = ["StorageReadMixin"]
+
+
+def _td(data: Dict[str, torch.Tensor], batch_size: torch.Size) -> TensorDict:
+    return TensorDict._new_unsafe(data, batch_size=batch_size)
+
+
+class StorageReadMixin:
+    """Sampling and views over the stored tensors (expects the attributes set by `Storage.__init__`)."""
+
+    def _check_sample_args(self, batch_size: Optional[int], num_parts: int) -> None:
+        if isinstance(num_parts, bool) or not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
+            raise ValueError(f"num_parts must be a positive integer, got {num_parts!r}")
+        if not self.sampler.sized:
+            return
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if batch_size > self.store.size:
+            raise ValueError(
+                f"cannot sample batch_size={batch_size} {self.unit}s: the storage holds {self.store.size} "
+                f"(capacity {self.capacity}); add more data first or ask for fewer"
+            )
+
+    def _empty(self) -> TensorDict:
+        return TensorDict({}, batch_size=[0])
+
+    def _gather(self, idx: torch.Tensor) -> Dict[str, torch.Tensor]:
+        if self.unit == "transition":
+            return self.store.gather(idx)
+        return self.store.gather(idx, self.slice_len, self._generator)
+
+    def sample(self, batch_size: int) -> TensorDict:
+        """Draw one batch with the storage's sampler.
+
+        Returns:
+            ``[batch_size]`` transitions, or ``[batch_size, L]`` episodes (or slices) with a ``mask``
+            for ``unit="episode"``. The ``all`` sampler returns every stored item, shuffled.
+
+        Raises:
+            ValueError: batch_size not positive, or larger than what is stored.
+        """
+        return self.sample_parts(1, batch_size)[0]
+
+    def sample_parts(
+        self, num_parts: int = 1, batch_size: Optional[int] = None, clear_after: bool = False
+    ) -> List[TensorDict]:
+        """Draw ``num_parts`` batches in one gather (one per train worker this shard serves).
+
+        Args:
+            num_parts: Number of batches.
+            batch_size: Items per batch (ignored by the ``all`` sampler, which splits
+                everything stored evenly over the parts).
+            clear_after: Clear the storage once the batches are drawn (on-policy).
+
+        Returns:
+            The batches. With the prioritized sampler each carries ``_index`` (slot)
+            and ``_weight`` (importance weight).
+        """
+        t0 = time.perf_counter()
+        self._check_sample_args(batch_size, num_parts)
+        size = self.store.size
+        if not self.store.ring.allocated:
+            parts = [self._empty() for _ in range(num_parts)]
+        else:
+            if self.sampler.sized:
+                if self.sampler.name == "batch" and batch_size * num_parts > size:
+                    draws = [self.sampler.sample(batch_size, size) for _ in range(num_parts)]
+                    idx = torch.cat([d[0] for d in draws])
+                    extra: Dict[str, torch.Tensor] = {}
+                else:
+                    idx, extra = self.sampler.sample(batch_size * num_parts, size)
+                counts = [int(batch_size)] * num_parts
+            else:
+                idx, extra = self.sampler.sample(size, size)
+                counts = [size // num_parts + (1 if i < size % num_parts else 0) for i in range(num_parts)]
+            data = self._gather(idx)
+            if self.sampler.name == "prioritized":
+                data["_index"] = idx.to(self.device)
+            for k, v in extra.items():
+                data[k] = v.to(self.device)
+            parts = []
+            offset = 0
+            tail = tuple(next(iter(data.values())).shape[1:2]) if self.unit == "episode" else ()
+            for count in counts:
+                part = {k: v.narrow(0, offset, count) for k, v in data.items()}
+                parts.append(_td(part, torch.Size((count,) + tail)))
+                offset += count
+        if clear_after:
+            self.clear()
+        self._timer.add("sample", time.perf_counter() - t0)
+        return parts
+
+    def update_priorities(self, index: Any, priority: Any) -> None:
+        """Set priorities of sampled slots (the batch's ``_index``), e.g. to absolute TD errors.
+
+        Raises:
+            ValueError: the storage's sampler is not prioritized, or bad priorities.
+            IndexError: a slot outside what is stored.
+        """
+        if self.sampler.name != "prioritized":
+            raise ValueError(f"update_priorities needs sampler='prioritized'; this storage uses {self.sampler.name!r}")
+        idx = torch.as_tensor(index).reshape(-1).cpu()
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.store.size):
+            raise IndexError(
+                f"update_priorities: index out of range [0, {self.store.size}): {int(idx.min())}..{int(idx.max())}"
+            )
+        with self._timer.time("update_priorities"):
+            self.sampler.update_priorities(idx, torch.as_tensor(priority))
+
+    def get_data(self) -> TensorDict:
+        """All stored transitions as a TensorDict ``[n]``, oldest first (a copy)."""
+        if not self.store.ring.allocated:
+            return self._empty()
+        if self.unit == "transition":
+            rows = self.store.ordered_slots()
+        else:
+            rows = self.store.ordered_rows()
+        return _td(self.store.ring.gather(rows), torch.Size([rows.shape[0]]))
+
+    def sample_rows(self, n: int = 5) -> TensorDict:
+        """The ``n`` most recently stored transitions (for display), oldest first."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"sample_rows n must be a non-negative integer, got {n!r}")
+        if not self.store.ring.allocated:
+            return self._empty()
+        rows = self.store.ordered_slots() if self.unit == "transition" else self.store.ordered_rows()
+        rows = rows[max(0, rows.shape[0] - int(n)) :]
+        return _td(self.store.ring.gather(rows), torch.Size([rows.shape[0]]))
+
+    def view(self) -> Any:
+        """A read-only `BufferView` of everything stored."""
+        from rlightning.buffer.utils.buffer_view import BufferView
+
+        return BufferView(self.get_data())
