@@ -29,6 +29,11 @@ class PolicyResponse(SimpleNamespace):
     def __init__(self, env_id: str, **data: Any) -> None:
         super().__init__(env_id=env_id, **data)
 
+    def __reduce__(self) -> tuple:
+        # SimpleNamespace pickles as ``cls()`` plus state; ``env_id`` is a required argument here.
+        state = dict(vars(self))
+        return (type(self), (state.pop("env_id", None),), state)
+
     def to_dict(self) -> Dict[str, Any]:
         """Data attributes as a dict, without ids, timestamps and the weight version."""
         return {k: v for k, v in vars(self).items() if k not in POLICY_META_KEYS}
