@@ -53,6 +53,7 @@ def _check_reachable(address: str, timeout_s: float) -> None:
 
 
 def _use_token(token: Optional[str], token_file: Optional[str]) -> None:
+    """Point Ray's client at the cluster token (env vars Ray reads), refreshing Ray's cached config."""
     if token is None and token_file is None:
         return
     os.environ["RAY_AUTH_MODE"] = "token"
@@ -65,6 +66,12 @@ def _use_token(token: Optional[str], token_file: Optional[str]) -> None:
             raise FileNotFoundError(f"token file {str(path)!r} does not exist; `ray get-auth-token` prints the token")
         os.environ["RAY_AUTH_TOKEN_PATH"] = str(path)
         os.environ.pop("RAY_AUTH_TOKEN", None)
+    try:  # Ray caches its config at import; re-read the auth settings just set
+        from ray._raylet import Config
+
+        Config.initialize("")
+    except Exception as err:  # noqa: BLE001 - older Ray: the env vars alone are read at connect
+        logger.debug("could not refresh Ray's config: %s", err)
 
 
 class Lab:
@@ -129,6 +136,8 @@ class Lab:
         """
         import ray
 
+        if address != "auto":
+            _check_reachable(address, timeout_s)
         with _LOCK:
             for lab in list(_LIVE):
                 if lab._open and lab.address == address:
@@ -139,13 +148,19 @@ class Lab:
                     "before connecting to another cluster"
                 )
             _use_token(token, token_file)
-            if address != "auto":
-                _check_reachable(address, timeout_s)
             try:
                 acquire_ray(address, **ray_init_kwargs)
             except ConnectionError as err:
                 release_ray()
-                raise ClusterConnectionError(f"could not connect to the Ray cluster at {address!r}: {err}") from None
+                hint = ""
+                if token is None and token_file is None and os.environ.get("RAY_AUTH_MODE") != "token":
+                    hint = (
+                        "; clusters started with `ray start` require token authentication: pass "
+                        "Lab.connect(address, token=...) or token_file='~/.ray/auth_token' (from the head node)"
+                    )
+                raise ClusterConnectionError(
+                    f"could not connect to the Ray cluster at {address!r}: {err}{hint}"
+                ) from None
             except Exception as err:
                 release_ray()
                 if "AuthToken" in type(err).__name__ or "authentication" in str(err).lower():
