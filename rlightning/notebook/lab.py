@@ -151,7 +151,6 @@ class Lab:
             try:
                 acquire_ray(address, **ray_init_kwargs)
             except ConnectionError as err:
-                release_ray()
                 hint = ""
                 if token is None and token_file is None and os.environ.get("RAY_AUTH_MODE") != "token":
                     hint = (
@@ -162,7 +161,6 @@ class Lab:
                     f"could not connect to the Ray cluster at {address!r}: {err}{hint}"
                 ) from None
             except Exception as err:
-                release_ray()
                 if "AuthToken" in type(err).__name__ or "authentication" in str(err).lower():
                     raise ClusterConnectionError(
                         f"the Ray cluster at {address!r} requires token authentication and refused this client: "

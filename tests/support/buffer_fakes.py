@@ -1,7 +1,7 @@
 """Deterministic vectorised env and policy stand-ins for the buffer tests.
 
 Observations encode where they come from, so a stored transition can be
-checked exactly: ``obs[i] = [row, episode, step_in_episode, env_step]``.
+checked exactly: ``obs[i] = [row, episode, step_in_episode, env_step, tag]``.
 Row ``i`` ends its episode after ``lengths[i]`` steps (terminated, or
 truncated when ``truncate_rows`` says so), with gymnasium's NEXT_STEP
 autoreset: the EnvRet with the done flag carries the final observation; the
@@ -33,8 +33,10 @@ class FakeVecEnv:
         num_envs: int = 2,
         lengths: Optional[Sequence[int]] = None,
         truncate_rows: Sequence[int] = (),
+        tag: int = 0,
     ) -> None:
         self.env_id = env_id
+        self.tag = tag
         self.num_envs = num_envs
         self.lengths = np.asarray(lengths if lengths is not None else [3 + i for i in range(num_envs)])
         self.truncate_rows = set(truncate_rows)
@@ -49,13 +51,15 @@ class FakeVecEnv:
         return EnvMeta(
             env_id=self.env_id,
             action_space=gym.spaces.Discrete(2),
-            observation_space=gym.spaces.Box(-1e9, 1e9, (4,), np.float32),
+            observation_space=gym.spaces.Box(-1e9, 1e9, (5,), np.float32),
             num_envs=self.num_envs,
         )
 
     def _obs(self) -> np.ndarray:
         rows = np.arange(self.num_envs)
-        return np.stack([rows, self.episode, self.step_in_ep, np.full(self.num_envs, self.t)], 1).astype(np.float32)
+        t = np.full(self.num_envs, self.t)
+        tag = np.full(self.num_envs, self.tag)
+        return np.stack([rows, self.episode, self.step_in_ep, t, tag], 1).astype(np.float32)
 
     def reset(self) -> EnvRet:
         return EnvRet(
@@ -119,3 +123,30 @@ def rollout(storage, env: FakeVecEnv, steps: int, with_value: bool = True, env_r
         storage.add_transition(env_ret, resp)
         env_ret = env.step(resp.action)
     return env_ret
+
+
+def check_transitions(td, lengths: Sequence[int], truncate_rows: Sequence[int] = ()) -> int:
+    """Assert every transition in ``td`` is exactly what a FakeVecEnv produced; return how many were manual truncations.
+
+    A transition may also be truncated by hand (``truncate_episodes``): then it is the last
+    of its episode, truncated and not terminated.
+    """
+    obs = td["obs"].numpy()
+    nxt = td["next_obs"].numpy()
+    manual = 0
+    for k in range(obs.shape[0]):
+        row, ep, s, t, tag = (int(x) for x in obs[k])
+        assert list(nxt[k]) == [row, ep, s + 1, t + 1, tag], (k, obs[k], nxt[k])
+        assert int(td["action"][k]) == t % 2
+        assert float(td["reward"][k]) == reward_for(row, s + 1)
+        natural_end = s + 1 == lengths[row]
+        assert bool(td["terminated"][k]) == (natural_end and row not in truncate_rows)
+        trunc = bool(td["truncated"][k])
+        if natural_end and row in truncate_rows:
+            assert trunc
+        elif trunc:
+            manual += 1
+        assert bool(td["done"][k]) == (bool(td["terminated"][k]) or trunc)
+        if "value" in td.keys():
+            assert float(td["value"][k]) == s + 100 * row
+    return manual

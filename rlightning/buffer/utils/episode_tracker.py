@@ -202,7 +202,7 @@ class EpisodeTracker:
             if rows.size:
                 finished = self._gather(rows, self.t - 1)
                 ends = np.cumsum(finished.lengths) - 1
-                finished.data["truncated"][ends] = True
+                finished.data["truncated"][ends] |= ~finished.data["terminated"][ends]
                 finished.data["done"][ends] = True
         self.start[:] = self.t
         return finished
