@@ -1,0 +1,146 @@
+"""Network pieces shared by the built-in algorithms: MLPs, observation encoding and normalisation."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence, Tuple
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+def mlp(
+    in_dim: int,
+    hidden_sizes: Sequence[int],
+    out_dim: int,
+    activation: str = "tanh",
+    out_gain: float = 1.0,
+) -> nn.Sequential:
+    """An MLP with orthogonal init (hidden gain sqrt(2), output gain ``out_gain``, zero biases)."""
+    act = ACTIVATIONS[activation]
+    layers, last = [], in_dim
+    for width in hidden_sizes:
+        layers += [_linear(last, width, math.sqrt(2)), act()]
+        last = width
+    layers.append(_linear(last, out_dim, out_gain))
+    return nn.Sequential(*layers)
+
+
+def _linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(in_dim, out_dim)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def space_name(space: Any) -> str:
+    """A short description of a gymnasium space for error messages."""
+    return repr(space) if space is not None else "None"
+
+
+def obs_dim(space: Any, policy_name: str) -> int:
+    """Flat input size for an observation space (Box: flattened, Discrete: one-hot).
+
+    Raises:
+        ValueError: any other space.
+    """
+    if isinstance(space, spaces.Box):
+        return int(np.prod(space.shape)) if space.shape else 1
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    raise ValueError(
+        f"policy {policy_name!r} supports Box or Discrete observation spaces, got {space_name(space)}; "
+        "flatten it in the env (gymnasium.wrappers.FlattenObservation)"
+    )
+
+
+def action_kind(space: Any, policy_name: str, allowed: Tuple[str, ...]) -> str:
+    """``"discrete"`` or ``"continuous"`` for an action space, checked against what the policy supports.
+
+    Raises:
+        ValueError: the space is of a kind the policy does not support (named with the space).
+    """
+    if isinstance(space, spaces.Discrete):
+        kind = "discrete"
+    elif isinstance(space, spaces.Box) and len(space.shape) == 1:
+        kind = "continuous"
+    else:
+        raise ValueError(f"policy {policy_name!r} supports Discrete or 1-D Box action spaces, got {space_name(space)}")
+    if kind not in allowed:
+        need = " or ".join("a discrete (Discrete)" if a == "discrete" else "a continuous (Box)" for a in allowed)
+        raise ValueError(f"policy {policy_name!r} needs {need} action space, got {kind} {space_name(space)}")
+    return kind
+
+
+class RunningMeanStd(nn.Module):
+    """Running mean and variance (float64 buffers, so they travel with the weights)."""
+
+    def __init__(self, shape: Tuple[int, ...], epsilon: float = 1e-4) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(epsilon, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update_from_sums(self, count: float, total: torch.Tensor, total_sq: torch.Tensor) -> None:
+        """Merge a batch given by its size, sum and sum of squares."""
+        if count <= 0:
+            return
+        batch_mean = total / count
+        batch_var = (total_sq / count - batch_mean**2).clamp_min(0.0)
+        delta = batch_mean - self.mean
+        new_count = self.count + count
+        m2 = self.var * self.count + batch_var * count + delta**2 * self.count * count / new_count
+        self.mean += delta * count / new_count
+        self.var.copy_(m2 / new_count)
+        self.count.copy_(new_count)
+
+
+class ObsEncoder(nn.Module):
+    """Turns raw observations into flat float32 features, optionally normalised.
+
+    Args:
+        space: The observation space (Box or Discrete).
+        normalize: Keep running mean/std statistics and normalise with them (Box only).
+        clip: Clip normalised features to ``[-clip, clip]``.
+    """
+
+    def __init__(self, space: Any, normalize: bool = False, clip: float = 10.0, policy_name: str = "policy") -> None:
+        super().__init__()
+        self.dim = obs_dim(space, policy_name)
+        self.discrete = isinstance(space, spaces.Discrete)
+        self.start = int(space.start) if self.discrete else 0
+        self.normalize = bool(normalize) and not self.discrete
+        self.clip = float(clip)
+        self.rms = RunningMeanStd((self.dim,)) if self.normalize else None
+
+    def flat(self, obs: torch.Tensor) -> torch.Tensor:
+        """Raw observations [B, ...] -> unnormalised features [B, dim]."""
+        if self.discrete:
+            idx = obs.reshape(-1).long() - self.start
+            return nn.functional.one_hot(idx, self.dim).float()
+        return obs.reshape(obs.shape[0], -1).float()
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.flat(obs)
+        if self.rms is None:
+            return x
+        x = (x.double() - self.rms.mean) / torch.sqrt(self.rms.var + 1e-8)
+        return x.clamp(-self.clip, self.clip).float()
+
+    def batch_sums(self, obs: torch.Tensor) -> torch.Tensor:
+        """[count, sum..., sum_sq...] of a batch of raw observations (float64), for all-reduce."""
+        x = self.flat(obs).double()
+        count = torch.tensor([float(x.shape[0])], dtype=torch.float64, device=x.device)
+        return torch.cat([count, x.sum(0), (x * x).sum(0)])
+
+    def update(self, sums: torch.Tensor) -> None:
+        """Merge batch sums from `batch_sums` (summed over ranks) into the running statistics."""
+        if self.rms is None:
+            return
+        d = self.dim
+        self.rms.update_from_sums(float(sums[0]), sums[1 : 1 + d], sums[1 + d : 1 + 2 * d])

@@ -1,0 +1,268 @@
+"""PPO: clipped-objective actor-critic for discrete and continuous actions.
+
+Separate MLP actor and critic (orthogonal init), a Categorical head for
+``Discrete`` actions and a Gaussian head with a state-independent log std for
+``Box`` actions, optional running observation normalisation (kept in the
+policy, synced with the weights). Advantages and returns come from the
+buffer's GAE postprocess (``buffer_postprocess_fn``).
+
+Continuous responses carry ``action`` clipped to the Box bounds (what the env
+runs) and ``raw_action``, the unclipped sample the log-probability belongs to;
+``train`` learns from ``raw_action`` when the dataset has it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+from torch.distributions import Categorical, Normal
+
+from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
+from rlightning.policy.base_policy import BasePolicy
+from rlightning.policy.utils import build_optimizer, check_env_meta
+from rlightning.types import EnvMeta
+from rlightning.utils.config import PolicyConfig
+from rlightning.utils.logger import get_logger
+from rlightning.utils.registry import POLICIES
+
+logger = get_logger(__name__)
+
+
+class GaussianActor(nn.Module):
+    """Mean MLP with a state-independent log standard deviation."""
+
+    def __init__(self, in_dim: int, act_dim: int, hidden, activation: str) -> None:
+        super().__init__()
+        self.mean = mlp(in_dim, hidden, act_dim, activation, out_gain=0.01)
+        self.log_std = nn.Parameter(torch.zeros(act_dim))
+
+    def forward(self, x: torch.Tensor) -> Normal:
+        mean = self.mean(x)
+        return Normal(mean, self.log_std.exp().expand_as(mean))
+
+
+@POLICIES.register("ppo")
+class PPOPolicy(BasePolicy):
+    """Proximal Policy Optimization (clipped objective, GAE, minibatch epochs).
+
+    ``update_dataset`` takes a TensorDict with ``obs``, ``action`` (or
+    ``raw_action``), ``log_prob``, ``value``, ``advantage`` and ``return``;
+    ``train`` runs ``update_epochs`` x ``num_minibatches`` updates.
+    """
+
+    REQUIRED_KEYS = ("obs", "log_prob", "value", "advantage", "return")
+
+    @classmethod
+    def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:
+        """The GAE postprocess (``advantage`` and ``return``) with the config's gamma and lambda."""
+        from rlightning.buffer.utils.utils import make_gae_postprocess_fn
+
+        return make_gae_postprocess_fn(policy_cfg.gamma, policy_cfg.gae_lambda)
+
+    def construct_network(self, env_meta: EnvMeta) -> None:
+        """Build encoder, actor and critic for the env's spaces.
+
+        Raises:
+            ValueError: an unsupported observation or action space.
+        """
+        self.env_meta = check_env_meta(env_meta, "ppo")
+        cfg = self.config
+        act_space = env_meta.action_space
+        self.kind = action_kind(act_space, "ppo", ("discrete", "continuous"))
+        self.encoder = self.register_module(
+            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="ppo")
+        )
+        dim = self.encoder.dim
+        if self.kind == "discrete":
+            self.action_start = int(act_space.start)
+            self.actor = self.register_module(
+                "actor", mlp(dim, cfg.hidden_sizes, int(act_space.n), cfg.activation, out_gain=0.01)
+            )
+        else:
+            self.action_low = act_space.low.astype(np.float32)
+            self.action_high = act_space.high.astype(np.float32)
+            self.actor = self.register_module(
+                "actor", GaussianActor(dim, int(act_space.shape[0]), cfg.hidden_sizes, cfg.activation)
+            )
+        self.critic = self.register_module("critic", mlp(dim, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0))
+        self._anneal_warned = False
+
+    def setup_optimizer(self, optim_cfg: Any) -> None:
+        """One optimizer over actor and critic."""
+        self.base_lr = float(optim_cfg.lr)
+        self.register_optimizer("main", build_optimizer(optim_cfg, self.get_trainable_parameters()))
+
+    # ------------------------------------------------------------------ acting
+
+    def _dist(self, x: torch.Tensor):
+        if self.kind == "discrete":
+            return Categorical(logits=self.actor(x))
+        return self.actor(x)
+
+    def _log_prob_entropy(self, dist, action: torch.Tensor):
+        if self.kind == "discrete":
+            return dist.log_prob(action), dist.entropy()
+        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+
+    @torch.no_grad()
+    def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
+        """Sample (or take the mode of) the action distribution; also ``log_prob`` and ``value``."""
+        x = self.encoder(torch.as_tensor(obs, device=self.device))
+        dist = self._dist(x)
+        value = self.critic(x).squeeze(-1)
+        if self.kind == "discrete":
+            sample = dist.probs.argmax(-1) if deterministic else dist.sample()
+        else:
+            sample = dist.mean if deterministic else dist.sample()
+        log_prob, _ = self._log_prob_entropy(dist, sample)
+        out = {
+            "log_prob": log_prob.float().cpu().numpy(),
+            "value": value.float().cpu().numpy(),
+        }
+        if self.kind == "discrete":
+            out["action"] = (sample + self.action_start).to(torch.int64).cpu().numpy()
+        else:
+            raw = sample.float().cpu().numpy()
+            out["action"] = np.clip(raw, self.action_low, self.action_high).astype(np.float32)
+            out["raw_action"] = raw
+        return out
+
+    # ------------------------------------------------------------------ learning
+
+    def update_dataset(self, data: Any) -> None:
+        """Take a rollout TensorDict (batch dim = transitions) for the next ``train()``.
+
+        Raises:
+            TypeError: ``data`` is not a TensorDict.
+            KeyError: required keys are missing (listed with the keys present).
+            ValueError: fewer transitions than ``num_minibatches``.
+        """
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(f"ppo.update_dataset needs a TensorDict, got {type(data).__name__}")
+        if self.env_meta is None:
+            raise RuntimeError("ppo.update_dataset called before construct_network(env_meta)")
+        keys = set(data.keys())
+        act_key = "raw_action" if self.kind == "continuous" and "raw_action" in keys else "action"
+        required = (*self.REQUIRED_KEYS, act_key)
+        missing = [k for k in required if k not in keys]
+        if missing:
+            raise KeyError(
+                f"ppo.update_dataset: missing keys {missing}; got {sorted(keys)} "
+                "(advantage and return come from the buffer's GAE postprocess)"
+            )
+        n = int(data.batch_size.numel()) if len(data.batch_size) else 0
+        if n < self.config.num_minibatches:
+            raise ValueError(
+                f"ppo.update_dataset got {n} transitions, fewer than num_minibatches={self.config.num_minibatches}"
+            )
+        flat = data.reshape(-1) if len(data.batch_size) > 1 else data
+        ds = {k: flat.get(k).to(self.device) for k in (*self.REQUIRED_KEYS, act_key)}
+        for k in ("log_prob", "value", "advantage", "return"):
+            ds[k] = ds[k].reshape(n).float()
+        action = ds.pop(act_key)
+        ds["action"] = (action.reshape(n).long() - self.action_start) if self.kind == "discrete" else action.float()
+        self.dataset = ds
+
+    def _current_lr(self) -> float:
+        if not self.config.optim.anneal_lr:
+            return self.base_lr
+        if self.total_iterations is None:
+            if not self._anneal_warned:
+                logger.warning("optim.anneal_lr is set but set_schedule(total_iterations) was not called; no annealing")
+                self._anneal_warned = True
+            return self.base_lr
+        frac = max(0.0, 1.0 - self.train_calls / self.total_iterations)
+        return frac * self.base_lr
+
+    def train(self) -> Dict[str, float]:
+        """``update_epochs`` passes of ``num_minibatches`` clipped-objective updates.
+
+        Returns:
+            policy_loss, value_loss, entropy, approx_kl, clipfrac, explained_variance, lr.
+
+        Raises:
+            RuntimeError: no dataset or no optimizer yet.
+        """
+        if self.dataset is None:
+            raise RuntimeError("ppo.train() called before update_dataset(data)")
+        if "main" not in self._optimizers:
+            raise RuntimeError("ppo.train() needs setup_optimizer(optim_cfg) first (train workers only)")
+        cfg, ds, opt = self.config, self.dataset, self._optimizers["main"]
+        lr = self._current_lr()
+        for group in opt.param_groups:
+            group["lr"] = lr
+        params = self.get_trainable_parameters()
+        n = ds["obs"].shape[0]
+        sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
+        steps = 0
+        for _ in range(cfg.update_epochs):
+            epoch_kl, epoch_steps = 0.0, 0
+            for idx in torch.randperm(n, device=self.device).tensor_split(cfg.num_minibatches):
+                stats = self._minibatch_update(ds, idx, opt, params)
+                for k in sums:
+                    sums[k] += stats[k]
+                epoch_kl += stats["approx_kl"]
+                epoch_steps += 1
+                steps += 1
+            if cfg.target_kl is not None and self.allreduce_mean(epoch_kl / epoch_steps) > cfg.target_kl:
+                break
+        if self.encoder.normalize:
+            self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
+        self.update_count += steps
+        self.train_calls += 1
+        metrics = {k: v / steps for k, v in sums.items()}
+        metrics["explained_variance"] = _explained_variance(ds["value"], ds["return"])
+        metrics["lr"] = lr
+        self._last_metrics = metrics
+        return metrics
+
+    def _minibatch_update(self, ds: Dict[str, torch.Tensor], idx: torch.Tensor, opt, params) -> Dict[str, float]:
+        cfg = self.config
+        x = self.encoder(ds["obs"][idx])
+        new_logp, entropy = self._log_prob_entropy(self._dist(x), ds["action"][idx])
+        new_value = self.critic(x).squeeze(-1)
+        logratio = new_logp - ds["log_prob"][idx]
+        ratio = logratio.exp()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - logratio).mean()
+            clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+        adv = ds["advantage"][idx]
+        if cfg.norm_adv and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        ret, old_value = ds["return"][idx], ds["value"][idx]
+        if cfg.clip_vloss:
+            clipped = old_value + (new_value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)
+            v_loss = 0.5 * torch.max((new_value - ret) ** 2, (clipped - ret) ** 2).mean()
+        else:
+            v_loss = 0.5 * ((new_value - ret) ** 2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        self.apply_gradients(loss, opt, params, cfg.optim.max_grad_norm)
+        return {
+            "policy_loss": pg_loss.item(),
+            "value_loss": v_loss.item(),
+            "entropy": ent.item(),
+            "approx_kl": float(approx_kl),
+            "clipfrac": float(clipfrac),
+        }
+
+    def extra_checkpoint_state(self) -> Dict[str, Any]:
+        """The learning-rate schedule length."""
+        return {"total_iterations": self.total_iterations or 0}
+
+    def load_extra_checkpoint_state(self, extra: Dict[str, Any]) -> None:
+        """Restore the learning-rate schedule length."""
+        total = int(extra.get("total_iterations", 0) or 0)
+        self.total_iterations = total or self.total_iterations
+
+
+def _explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
+    var = float(target.var()) if target.numel() > 1 else 0.0
+    if var == 0.0:
+        return float("nan")
+    return 1.0 - float((target - pred).var()) / var

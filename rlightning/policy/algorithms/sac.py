@@ -1,0 +1,211 @@
+"""SAC: soft actor-critic for continuous (Box) actions.
+
+A tanh-squashed Gaussian actor rescaled to the Box bounds, twin Q networks
+with Polyak-averaged target copies, and automatic entropy tuning. Eval
+workers build only the encoder and the actor (what weight sync sends).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Tuple
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+from torch.nn import functional as F
+
+from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
+from rlightning.policy.base_policy import BasePolicy, PolicyRole
+from rlightning.policy.utils import build_optimizer, check_env_meta
+from rlightning.types import EnvMeta
+from rlightning.utils.registry import POLICIES
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class SquashedGaussianActor(nn.Module):
+    """Gaussian over pre-squash actions; ``tanh`` then rescale to ``[low, high]``."""
+
+    def __init__(self, in_dim: int, low: np.ndarray, high: np.ndarray, hidden, activation: str) -> None:
+        super().__init__()
+        act_dim = int(low.shape[0])
+        self.net = mlp(in_dim, hidden, 2 * act_dim, activation, out_gain=0.01)
+        self.register_buffer("scale", torch.as_tensor((high - low) / 2.0, dtype=torch.float32))
+        self.register_buffer("bias", torch.as_tensor((high + low) / 2.0, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor, deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Returns (action in the Box, log-probability summed over action dims)."""
+        mean, log_std = self.net(x).chunk(2, dim=-1)
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1)
+        std = log_std.exp()
+        u = mean if deterministic else mean + std * torch.randn_like(mean)
+        y = torch.tanh(u)
+        log_prob = (
+            -0.5 * ((u - mean) / std) ** 2
+            - log_std
+            - 0.5 * math.log(2 * math.pi)
+            - torch.log(self.scale * (1 - y**2) + 1e-6)
+        ).sum(-1)
+        return y * self.scale + self.bias, log_prob
+
+
+class QNetwork(nn.Module):
+    """Q(s, a) as an MLP over the concatenated features and action."""
+
+    def __init__(self, in_dim: int, act_dim: int, hidden, activation: str) -> None:
+        super().__init__()
+        self.net = mlp(in_dim + act_dim, hidden, 1, activation, out_gain=1.0)
+
+    def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([x, action], dim=-1)).squeeze(-1)
+
+
+class LogAlpha(nn.Module):
+    """The learnable log entropy temperature."""
+
+    def __init__(self, alpha: float) -> None:
+        super().__init__()
+        self.value = nn.Parameter(torch.tensor(math.log(alpha), dtype=torch.float32))
+
+
+@POLICIES.register("sac")
+class SACPolicy(BasePolicy):
+    """Soft Actor-Critic (twin Q, target networks, automatic entropy tuning).
+
+    ``update_dataset`` takes a TensorDict with ``obs``, ``action``, ``reward``,
+    ``next_obs``, ``terminated``; each ``train()`` does one gradient update on it.
+    """
+
+    sync_module_names = ("encoder", "actor")
+    REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
+
+    def construct_network(self, env_meta: EnvMeta) -> None:
+        """Build the actor (all workers) and the critics and temperature (train workers).
+
+        Raises:
+            ValueError: a non-Box action space, or a Box with infinite bounds.
+        """
+        self.env_meta = check_env_meta(env_meta, "sac")
+        cfg, space = self.config, env_meta.action_space
+        action_kind(space, "sac", ("continuous",))
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(f"policy 'sac' needs finite action bounds to squash into, got {space!r}")
+        self.encoder = self.register_module(
+            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="sac")
+        )
+        low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+        self.actor = self.register_module(
+            "actor", SquashedGaussianActor(self.encoder.dim, low, high, cfg.hidden_sizes, cfg.activation)
+        )
+        self.act_dim = int(low.shape[0])
+        self.target_entropy = float(cfg.target_entropy) if cfg.target_entropy is not None else -float(self.act_dim)
+        if self.role_type is not PolicyRole.TRAIN:
+            return
+        for name in ("qf1", "qf2"):
+            q = self.register_module(name, QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation))
+            target = self.register_module(
+                f"{name}_target", QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation)
+            )
+            target.load_state_dict(q.state_dict())
+            target.requires_grad_(False)
+        self.log_alpha = self.register_module("log_alpha", LogAlpha(cfg.alpha))
+
+    def setup_optimizer(self, optim_cfg: Any) -> None:
+        """Actor, critic (``q_lr``) and temperature optimizers."""
+        q_lr = self.config.q_lr or optim_cfg.lr
+        self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters()))
+        critic = list(self.modules["qf1"].parameters()) + list(self.modules["qf2"].parameters())
+        self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=q_lr))
+        if self.config.autotune_alpha:
+            self.register_optimizer("alpha", build_optimizer(optim_cfg, self.log_alpha.parameters(), lr=q_lr))
+
+    @torch.no_grad()
+    def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
+        """Squashed Gaussian sample (or its mean) in the action Box."""
+        action, _ = self.actor(self.encoder(torch.as_tensor(obs, device=self.device)), deterministic)
+        return {"action": action.float().cpu().numpy()}
+
+    def update_dataset(self, data: Any) -> None:
+        """Take a sampled batch for the next ``train()``.
+
+        Raises:
+            TypeError: ``data`` is not a TensorDict.
+            KeyError: required keys are missing (listed with the keys present).
+        """
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(f"sac.update_dataset needs a TensorDict, got {type(data).__name__}")
+        if self.env_meta is None:
+            raise RuntimeError("sac.update_dataset called before construct_network(env_meta)")
+        missing = [k for k in self.REQUIRED_KEYS if k not in data.keys()]
+        if missing:
+            raise KeyError(f"sac.update_dataset: missing keys {missing}; got {sorted(data.keys())}")
+        flat = data.reshape(-1) if len(data.batch_size) > 1 else data
+        n = int(flat.batch_size.numel())
+        if n == 0:
+            raise ValueError("sac.update_dataset got an empty batch")
+        ds = {k: flat.get(k).to(self.device) for k in self.REQUIRED_KEYS}
+        ds["action"] = ds["action"].reshape(n, self.act_dim).float()
+        ds["reward"] = ds["reward"].reshape(n).float()
+        ds["terminated"] = ds["terminated"].reshape(n).float()
+        self.dataset = ds
+
+    @property
+    def alpha(self) -> float:
+        """Current entropy temperature."""
+        return float(self.log_alpha.value.exp())
+
+    def train(self) -> Dict[str, float]:
+        """One critic update, delayed actor and temperature updates, target Polyak averaging.
+
+        Returns:
+            q_loss, actor_loss, alpha, alpha_loss, q_value.
+        """
+        if self.dataset is None:
+            raise RuntimeError("sac.train() called before update_dataset(data)")
+        if "critic" not in self._optimizers:
+            raise RuntimeError("sac.train() needs setup_optimizer(optim_cfg) first (train workers only)")
+        cfg, ds = self.config, self.dataset
+        qf1, qf2 = self.modules["qf1"], self.modules["qf2"]
+        with torch.no_grad():
+            x, next_x = self.encoder(ds["obs"]), self.encoder(ds["next_obs"])
+            next_action, next_logp = self.actor(next_x)
+            next_q = torch.min(
+                self.modules["qf1_target"](next_x, next_action), self.modules["qf2_target"](next_x, next_action)
+            )
+            target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - self.alpha * next_logp)
+        q1, q2 = qf1(x, ds["action"]), qf2(x, ds["action"])
+        q_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
+        critic_params = list(qf1.parameters()) + list(qf2.parameters())
+        self.apply_gradients(q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
+        self.update_count += 1
+        metrics = {"q_loss": q_loss.item(), "q_value": float(q1.mean().detach())}
+        if self.update_count % cfg.policy_frequency == 0:
+            for _ in range(cfg.policy_frequency):
+                metrics.update(self._actor_update(x))
+        else:
+            metrics.update({k: self._last_metrics.get(k, 0.0) for k in ("actor_loss", "alpha_loss")})
+        with torch.no_grad():
+            for name in ("qf1", "qf2"):
+                for p, tp in zip(self.modules[name].parameters(), self.modules[f"{name}_target"].parameters()):
+                    tp.lerp_(p, cfg.tau)
+        if self.encoder.normalize:
+            self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
+        self.train_calls += 1
+        metrics["alpha"] = self.alpha
+        self._last_metrics = metrics
+        return metrics
+
+    def _actor_update(self, x: torch.Tensor) -> Dict[str, float]:
+        cfg = self.config
+        action, logp = self.actor(x)
+        q = torch.min(self.modules["qf1"](x, action), self.modules["qf2"](x, action))
+        actor_loss = (self.alpha * logp - q).mean()
+        self.apply_gradients(actor_loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm)
+        alpha_loss = 0.0
+        if cfg.autotune_alpha:
+            loss = -(self.log_alpha.value.exp() * (logp.detach() + self.target_entropy)).mean()
+            self.apply_gradients(loss, self._optimizers["alpha"], self.log_alpha.parameters())
+            alpha_loss = loss.item()
+        return {"actor_loss": actor_loss.item(), "alpha_loss": alpha_loss}

@@ -1,0 +1,412 @@
+"""`BasePolicy` and `PolicyRole`: the contract every policy worker implements.
+
+A policy is a plain Python class that holds torch modules (it is not itself an
+``nn.Module``, so its ``train()`` is the RL update, not ``Module.train``). The
+same class runs in the calling process or as a Ray actor (``PolicyGroup``
+launches it). What a user implements:
+
+- ``construct_network(env_meta)``: build the modules (``register_module``).
+- ``setup_optimizer(optim_cfg)``: build the optimizers (a default is given).
+- ``compute_actions(obs, deterministic)`` *or* ``rollout_step(env_ret)``
+  (plain or ``async def``): actions for a batch of observations.
+- ``postprocess(env_ret, policy_resp)``: optional hook on each response.
+- ``update_dataset(data)`` and ``train()`` -> metrics dict.
+- ``get_trainable_parameters()`` and ``load_state_dict(state_dict)`` (defaults given).
+
+Process groups, weight export, checkpoints and gradient all-reduce come from
+the mixins in ``policy_comm`` and ``checkpoint``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from enum import StrEnum
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlightning.policy.checkpoint import CheckpointMixin
+from rlightning.policy.policy_comm import PolicyCommMixin
+from rlightning.policy.resources import in_ray_actor, ray_assigned_cpus, ray_gpu_ids, select_device, threads_for
+from rlightning.policy.utils import build_optimizer, run_coroutine
+from rlightning.types import EnvMeta, EnvRet, PolicyResponse, is_object_ref
+from rlightning.utils.config import PolicyConfig
+from rlightning.utils.logger import get_logger
+from rlightning.utils.utils import set_worker_threads
+
+logger = get_logger(__name__)
+
+
+class PolicyRole(StrEnum):
+    """What a policy worker is for: learning (``TRAIN``) or acting (``EVAL``)."""
+
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+class BasePolicy(PolicyCommMixin, CheckpointMixin):
+    """Base class of every policy worker.
+
+    Args:
+        config: The policy config (algorithm hyperparameters, network sizes, weight sync).
+        role_type: ``PolicyRole.TRAIN`` or ``PolicyRole.EVAL``.
+        worker_index: Index of this worker among the workers of its role.
+
+    Attributes:
+        device: ``cuda`` when the worker was given a GPU and CUDA is present, else ``cpu``.
+        weight_version: Version of the weights this worker holds (0 = initial; +1 per sync).
+        update_count: Gradient updates done by ``train()`` so far.
+        env_meta: The `EnvMeta` the networks were built for.
+        dataset: The data handed over by the last ``update_dataset``.
+    """
+
+    sync_module_names: Optional[Sequence[str]] = None
+    """Modules an eval worker needs (sent by weight sync); None means every registered module."""
+
+    def __init__(self, config: PolicyConfig, role_type: PolicyRole = PolicyRole.TRAIN, worker_index: int = 0) -> None:
+        if not isinstance(config, PolicyConfig):
+            raise TypeError(f"{type(self).__name__}(config=...) needs a PolicyConfig, got {type(config).__name__}")
+        try:
+            role = PolicyRole(role_type)
+        except ValueError:
+            raise ValueError(
+                f"role_type={role_type!r} is not a PolicyRole; use PolicyRole.TRAIN or PolicyRole.EVAL"
+            ) from None
+        if not isinstance(worker_index, int) or isinstance(worker_index, bool) or worker_index < 0:
+            raise ValueError(f"worker_index={worker_index!r} must be an int >= 0")
+        self.config = config
+        self.role_type = role
+        self.worker_index = worker_index
+        self.weight_version = 0
+        self.update_count = 0
+        self.train_calls = 0
+        self.total_iterations: Optional[int] = None
+        self.env_meta: Optional[EnvMeta] = None
+        self.dataset: Any = None
+        self.deterministic = role is PolicyRole.EVAL and config.deterministic_eval
+        self.device = torch.device("cpu")
+        self.num_threads: Optional[int] = None
+        self._modules: Dict[str, nn.Module] = {}
+        self._optimizers: Dict[str, torch.optim.Optimizer] = {}
+        self._rollout_calls = 0
+        self._rollout_rows = 0
+        self._last_metrics: Dict[str, float] = {}
+        self._init_comm_state()
+        if in_ray_actor():
+            self.setup_resources(num_cpus=ray_assigned_cpus() or 1.0, gpu_ids=ray_gpu_ids())
+
+    # ------------------------------------------------------------------ resources
+
+    def setup_resources(self, num_cpus: float = 1.0, num_gpus: float = 0.0, gpu_ids: Optional[List[int]] = None) -> str:
+        """Set torch threads to the CPUs given and pick the device; returns the device name.
+
+        Called by the worker itself inside a Ray actor, and by the builder for local workers.
+        """
+        self.num_threads = threads_for(num_cpus)
+        set_worker_threads(self.num_threads)
+        device = select_device(num_gpus=num_gpus, gpu_ids=gpu_ids)
+        if device != self.device:
+            self.device = device
+            for module in self._modules.values():
+                module.to(device)
+        return str(self.device)
+
+    # ------------------------------------------------------------------ modules
+
+    def register_module(self, name: str, module: nn.Module) -> nn.Module:
+        """Keep ``module`` under ``name`` (weights, sync, checkpoints) and move it to the device."""
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"register_module({name!r}, ...) needs an nn.Module, got {type(module).__name__}")
+        self._modules[name] = module.to(self.device)
+        return self._modules[name]
+
+    def register_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Keep ``optimizer`` under ``name`` (checkpoints, learning-rate schedules)."""
+        self._optimizers[name] = optimizer
+        return optimizer
+
+    @property
+    def modules(self) -> Dict[str, nn.Module]:
+        """The registered modules, by name."""
+        return dict(self._modules)
+
+    @property
+    def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        """The registered optimizers, by name."""
+        return dict(self._optimizers)
+
+    def get_trainable_parameters(self) -> List[nn.Parameter]:
+        """Parameters of every registered module that require gradients."""
+        seen, params = set(), []
+        for module in self._modules.values():
+            for p in module.parameters():
+                if p.requires_grad and id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+        return params
+
+    def num_parameters(self) -> int:
+        """Number of scalars in the modules eval workers receive."""
+        return sum(t.numel() for t in self.sync_named_tensors().values())
+
+    # ------------------------------------------------------------------ the user contract
+
+    def construct_network(self, env_meta: EnvMeta) -> None:
+        """Build the modules for ``env_meta``'s spaces (call ``register_module`` for each)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement construct_network(env_meta)")
+
+    def setup_optimizer(self, optim_cfg: Any) -> None:
+        """Build the optimizers; the default is one optimizer over ``get_trainable_parameters()``."""
+        self.register_optimizer("main", build_optimizer(optim_cfg, self.get_trainable_parameters()))
+
+    def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
+        """Actions and extras for a batch ``obs`` [B, *obs_shape]; every value has leading dim B."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement compute_actions(obs, deterministic) or rollout_step(env_ret)"
+        )
+
+    def postprocess(self, env_ret: EnvRet, policy_resp: PolicyResponse) -> PolicyResponse:
+        """Hook run on each response before it is returned; the default returns it unchanged."""
+        return policy_resp
+
+    def update_dataset(self, data: Any) -> None:
+        """Take the data the next ``train()`` learns from (a TensorDict from the buffer)."""
+        self.dataset = data
+
+    def train(self) -> Dict[str, float]:
+        """Run the updates on the current dataset; returns float metrics."""
+        raise NotImplementedError(f"{type(self).__name__} must implement train()")
+
+    @classmethod
+    def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:
+        """The buffer postprocess this policy needs (None: the buffer's default)."""
+        return None
+
+    def set_schedule(self, total_iterations: int) -> None:
+        """Tell the policy how many ``train()`` iterations the run has (learning-rate annealing)."""
+        if not isinstance(total_iterations, int) or isinstance(total_iterations, bool) or total_iterations < 1:
+            raise ValueError(f"set_schedule(total_iterations={total_iterations!r}) needs an int >= 1")
+        self.total_iterations = total_iterations
+
+    def set_deterministic(self, deterministic: bool = True) -> None:
+        """Act deterministically (the mode of the action distribution) from now on."""
+        self.deterministic = bool(deterministic)
+
+    # ------------------------------------------------------------------ setup
+
+    def setup(self, env_meta: EnvMeta, seed: Optional[int] = None) -> Dict[str, Any]:
+        """Everything a worker needs once the env spaces are known (what `PolicyGroup` calls).
+
+        Builds the networks, the optimizers (train workers), makes data-parallel
+        ranks start from rank 0's weights, allocates the weight broadcast buffer
+        when this worker is in a broadcast group, and loads ``config.checkpoint``.
+
+        Returns:
+            ``num_parameters``, ``weight_signature`` (None without a broadcast buffer),
+            ``weight_version`` and ``device``.
+        """
+        if seed is not None:
+            offset = 0 if self.role_type is PolicyRole.TRAIN else 10_000
+            torch.manual_seed(int(seed) + offset + self.worker_index)
+            self.np_rng = np.random.default_rng(int(seed) + offset + self.worker_index)
+        self.construct_network(env_meta)
+        if self.env_meta is None:
+            self.env_meta = env_meta
+        if self.role_type is PolicyRole.TRAIN:
+            self.setup_optimizer(self.config.optim)
+        self.broadcast_from_rank0()
+        signature = self.alloc_weight_buffer()
+        if self.config.checkpoint:
+            self.load_checkpoint(self.config.checkpoint)
+        return {
+            "num_parameters": self.num_parameters(),
+            "weight_signature": signature,
+            "weight_version": self.weight_version,
+            "device": str(self.device),
+        }
+
+    # ------------------------------------------------------------------ rollout
+
+    def _uses_compute_actions(self) -> bool:
+        return type(self).rollout_step is BasePolicy.rollout_step
+
+    def rollout_step(self, env_ret: EnvRet) -> PolicyResponse:
+        """Answer one `EnvRet` (observation [num_envs, *obs_shape]) with a `PolicyResponse`."""
+        return self._rollout_batched([env_ret])[0]
+
+    def rollout_batch(self, env_rets: Sequence[Any]) -> List[PolicyResponse]:
+        """Answer several `EnvRet` at once: one forward pass over all their observations.
+
+        Items may be Ray ObjectRefs (resolved here with one ``ray.get``). A policy
+        that overrides ``rollout_step`` instead of ``compute_actions`` is called once per item.
+        """
+        env_rets = list(env_rets)
+        if any(is_object_ref(r) for r in env_rets):
+            from rlightning.utils.ray.handle import resolve
+
+            env_rets = resolve(env_rets)
+        if self._uses_compute_actions():
+            return self._rollout_batched(env_rets)
+        out = [run_coroutine(self.rollout_step(r)) for r in env_rets]
+        self._rollout_calls += 1
+        return out
+
+    def rollout_many(self, *env_rets: EnvRet) -> List[PolicyResponse]:
+        """`rollout_batch` with the items as arguments (Ray resolves ObjectRef arguments first)."""
+        return self.rollout_batch(env_rets)
+
+    def rollout_unpacked(self, *env_rets: EnvRet) -> Any:
+        """`rollout_many` returning one value per item (for Ray calls with ``num_returns``)."""
+        out = self.rollout_batch(env_rets)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _check_obs(self, env_ret: Any, position: int, expected: Optional[tuple]) -> np.ndarray:
+        if not isinstance(env_ret, EnvRet):
+            raise TypeError(f"rollout expects EnvRet items, got {type(env_ret).__name__} at position {position}")
+        obs = np.asarray(env_ret.observation)
+        if expected is not None and (obs.ndim != 1 + len(expected) or tuple(obs.shape[1:]) != expected):
+            raise ValueError(
+                f"EnvRet {env_ret.env_id!r}: observation shape {tuple(obs.shape)} is not [num_envs, *{expected}]; "
+                "an env worker sends a leading num_envs dimension, also for num_envs == 1"
+            )
+        return obs
+
+    def _rollout_batched(self, env_rets: Sequence[EnvRet]) -> List[PolicyResponse]:
+        if self.env_meta is None:
+            raise RuntimeError(f"{type(self).__name__}: rollout called before construct_network(env_meta)")
+        space = self.env_meta.observation_space
+        expected = tuple(space.shape) if getattr(space, "shape", None) is not None else None
+        if not env_rets:
+            return []
+        obs_list = [self._check_obs(r, i, expected) for i, r in enumerate(env_rets)]
+        counts = [o.shape[0] for o in obs_list]
+        batch = obs_list[0] if len(obs_list) == 1 else np.concatenate(obs_list, axis=0)
+        if not batch.flags.writeable:  # zero-copy from the Ray object store; torch wants writable memory
+            batch = batch.copy()
+        out = self.compute_actions(batch, deterministic=self.deterministic)
+        total = batch.shape[0]
+        for key, value in out.items():
+            if np.shape(value)[:1] != (total,):
+                raise ValueError(
+                    f"{type(self).__name__}.compute_actions returned {key!r} with shape {np.shape(value)}; "
+                    f"every value needs the leading batch dim {total}"
+                )
+        responses, start = [], 0
+        for env_ret, n in zip(env_rets, counts):
+            data = {k: v[start : start + n] for k, v in out.items()}
+            start += n
+            resp = PolicyResponse(
+                env_id=env_ret.env_id, weight_version=self.weight_version, ts_env_sent_ns=env_ret.ts_env_sent_ns, **data
+            )
+            resp = self.postprocess(env_ret, resp) or resp
+            responses.append(resp.mark_policy_sent())
+        self._rollout_calls += 1
+        self._rollout_rows += total
+        return responses
+
+    # ------------------------------------------------------------------ weights
+
+    def sync_named_tensors(self) -> Dict[str, torch.Tensor]:
+        """Name -> live tensor (parameters and buffers) of the modules eval workers need."""
+        names = self.sync_module_names if self.sync_module_names is not None else list(self._modules)
+        named: Dict[str, torch.Tensor] = {}
+        for mname in names:
+            if mname not in self._modules:
+                continue
+            for key, tensor in self._modules[mname].state_dict(keep_vars=True).items():
+                named[f"{mname}.{key}"] = tensor
+        return named
+
+    def state_dict(self) -> Dict[str, torch.Tensor]:
+        """The weights eval workers need, as detached tensors (no copy)."""
+        return {k: v.detach() for k, v in self.sync_named_tensors().items()}
+
+    def get_weights(self) -> Dict[str, np.ndarray]:
+        """The weights eval workers need, as numpy copies on the host."""
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.sync_named_tensors().items()}
+
+    def export_weights(self, weight_version: int) -> Dict[str, np.ndarray]:
+        """Record ``weight_version`` and return `get_weights` (train rank 0 in a sync)."""
+        self.weight_version = int(weight_version)
+        return self.get_weights()
+
+    def set_weight_version(self, weight_version: int) -> int:
+        """Record the version of the weights this worker holds."""
+        self.weight_version = int(weight_version)
+        return self.weight_version
+
+    def load_state_dict(self, state_dict: Dict[str, Any], weight_version: Optional[int] = None) -> int:
+        """Copy weights (numpy arrays or tensors) into the live modules, in place.
+
+        Nothing is copied unless every key and shape matches.
+
+        Raises:
+            RuntimeError: the networks are not built yet.
+            TypeError: ``state_dict`` is not a dict.
+            KeyError: missing or unexpected keys (both listed).
+            ValueError: a shape differs.
+        """
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"load_state_dict needs a dict of name -> array, got {type(state_dict).__name__}")
+        named = self.sync_named_tensors()
+        if not named:
+            raise RuntimeError(f"{type(self).__name__}.load_state_dict called before construct_network(env_meta)")
+        missing = sorted(set(named) - set(state_dict))
+        unexpected = sorted(set(state_dict) - set(named))
+        if missing or unexpected:
+            raise KeyError(f"load_state_dict: missing keys {missing[:8]}, unexpected keys {unexpected[:8]}")
+        for name, tensor in named.items():
+            shape = tuple(np.shape(state_dict[name]))
+            if shape != tuple(tensor.shape):
+                raise ValueError(f"load_state_dict: {name!r} has shape {shape}, the network has {tuple(tensor.shape)}")
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # read-only numpy from the object store
+            for name, tensor in named.items():
+                value = state_dict[name]
+                src = torch.from_numpy(np.asarray(value)) if not isinstance(value, torch.Tensor) else value
+                tensor.copy_(src)
+        if weight_version is not None:
+            self.weight_version = int(weight_version)
+        return self.weight_version
+
+    def copy_weights_from(self, other: BasePolicy, weight_version: Optional[int] = None) -> int:
+        """Direct in-process copy of another policy's weights (local workers, colocated sync)."""
+        return self.load_state_dict(other.state_dict(), weight_version)
+
+    def weights_checksum(self) -> str:
+        """SHA-1 of the exact bytes of the weights eval workers need."""
+        from rlightning.policy.comm import tensors_checksum
+
+        return tensors_checksum(self.sync_named_tensors())
+
+    # ------------------------------------------------------------------ snapshots
+
+    def stats(self) -> Dict[str, Any]:
+        """A plain snapshot of this worker."""
+        return {
+            "class": self.policy_class_name(),
+            "role": str(self.role_type),
+            "worker_index": self.worker_index,
+            "device": str(self.device),
+            "threads": self.num_threads,
+            "weight_version": self.weight_version,
+            "update_count": self.update_count,
+            "train_calls": self.train_calls,
+            "rollout_calls": self._rollout_calls,
+            "rollout_rows": self._rollout_rows,
+            "deterministic": self.deterministic,
+            "num_parameters": self.num_parameters() if self._modules else 0,
+            "comm_rank": self._comm.rank,
+            "data_parallel": self._comm.data_parallel,
+            "last_train_metrics": dict(self._last_metrics),
+        }
+
+    def policy_class_name(self) -> str:
+        """Name of the user's policy class (not the distributed or Ray wrapper around it)."""
+        for cls in type(self).__mro__:
+            if "_rl_distributed_wrapper" in cls.__dict__ or "__ray_actor_class__" in cls.__dict__:
+                continue
+            return cls.__name__
+        return type(self).__name__
