@@ -1,0 +1,20 @@
+"""The acting side: `BaseEnv`, the gymnasium backend, the built-in multi-agent env and `EnvGroup`.
+
+Importing this package registers the built-in envs in ``ENVS``:
+``"gymnasium"`` (`GymnasiumEnv`) and ``"rendezvous"`` (`RendezvousEnv`).
+"""
+
+from rlightning.env.base_env import BaseEnv
+from rlightning.env.env_group import EnvGroup
+from rlightning.env.gym_env import GymnasiumEnv, resolve_env_spec
+from rlightning.env.multi_agent_env import RendezvousEnv
+from rlightning.env.utils.utils import default_env_preprocess_fn
+
+__all__ = [
+    "BaseEnv",
+    "EnvGroup",
+    "GymnasiumEnv",
+    "RendezvousEnv",
+    "default_env_preprocess_fn",
+    "resolve_env_spec",
+]

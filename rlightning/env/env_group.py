@@ -1,0 +1,434 @@
+"""`EnvGroup`: the env workers of a run, local objects or Ray actors, behind one interface.
+
+    group = EnvGroup([EnvConfig(num_envs=8)] * 2)      # or build_env_group(cfg)
+    metas = group.init()                               # builds the workers; list[EnvMeta]
+    env_rets = group.reset(seed=0)                     # BatchedData of EnvRet, one per worker
+    env_rets = group.step(policy_resps)                # BatchedData of PolicyResponse -> of EnvRet
+    group.step_async(policy_resps); ready = group.collect_async()
+    group.stats(); group.close()
+
+Workers are built by `init()`: in this process, or as Ray actors (one per
+worker, ``num_cpus`` / ``num_gpus`` from the `EnvConfig`) when
+``InternalFlag.REMOTE_ENV`` is set. Every call goes through the call layer
+(`WorkerHandle`, `resolve`, `wait_any`), so one code path serves both, and
+`step` issues every worker call before resolving them all with one `resolve`.
+
+Fault tolerance: a worker actor that dies (``RayActorError``) is relaunched (at
+most ``EnvConfig.max_restarts`` times) and reset; its fresh reset `EnvRet`
+stands in for the lost step, its env id is queued for
+`pop_restarted_env_ids` (the engine truncates that episode in the buffer, so
+it is never stored as complete), and the restart is counted in `stats`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+
+from rlightning.env.utils.stats import GroupStats
+from rlightning.env.utils.utils import default_env_preprocess_fn
+from rlightning.env.worker_slot import WorkerSlot, build_slots, is_actor_death
+from rlightning.types import BatchedData, EnvMeta, is_object_ref
+from rlightning.utils.config import EnvConfig
+from rlightning.utils.logger import get_logger
+from rlightning.utils.ray.handle import resolve, resolve_one, wait_any
+from rlightning.utils.registry import closest
+from rlightning.utils.utils import InternalFlag
+
+logger = get_logger(__name__)
+
+
+class EnvGroup:
+    """The env workers of a run.
+
+    Args:
+        env_cfg_list: One `EnvConfig` per worker (see `define_env_instance_cfgs`); workers get global
+            indices ``0..N-1`` in this order and ids ``f"{name}-{index}"``.
+        preprocess_fn: `PolicyResponse` -> action, one for all workers or one per worker
+            (None: `default_env_preprocess_fn`).
+
+    Raises:
+        ValueError: an empty config list, ``num_envs < 1``, or a preprocess list of the wrong length.
+        TypeError: a config that is not an `EnvConfig`, or a preprocess function that is not callable.
+        KeyError: an env backend that is not registered in ``ENVS`` (closest names listed).
+    """
+
+    def __init__(
+        self,
+        env_cfg_list: Union[List[EnvConfig], EnvConfig],
+        preprocess_fn: Optional[Union[Callable, List[Callable]]] = default_env_preprocess_fn,
+    ) -> None:
+        self._slots: List[WorkerSlot] = build_slots(env_cfg_list, preprocess_fn)
+        self._by_id: Dict[str, WorkerSlot] = {slot.env_id: slot for slot in self._slots}
+        self._metas: List[EnvMeta] = []
+        self._initialized = False
+        self._remote = False
+        self._inflight: Dict[Any, WorkerSlot] = {}
+        self._restarted: List[str] = []
+        self._last_seed: Optional[int] = None
+        self._stats = GroupStats(self.env_ids)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def env_ids(self) -> List[str]:
+        """Env ids of the workers, in worker-index order."""
+        return [slot.env_id for slot in self._slots]
+
+    @property
+    def env_metas(self) -> List[EnvMeta]:
+        """The workers' `EnvMeta` (empty before `init`)."""
+        return list(self._metas)
+
+    @property
+    def num_workers(self) -> int:
+        """Number of env workers."""
+        return len(self._slots)
+
+    @property
+    def num_envs(self) -> int:
+        """Sub-environments over all workers."""
+        return sum(slot.num_envs for slot in self._slots)
+
+    @property
+    def is_remote(self) -> bool:
+        """True when the workers are Ray actors."""
+        return self._remote
+
+    @property
+    def is_initialized(self) -> bool:
+        """True between `init` and `close`."""
+        return self._initialized
+
+    @property
+    def workers(self) -> Dict[str, Any]:
+        """env id -> the worker object or Ray actor handle (empty before `init`)."""
+        return {slot.env_id: slot.handle.worker for slot in self._slots if slot.handle is not None}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __repr__(self) -> str:
+        where = "remote" if self._remote else "local"
+        return f"EnvGroup({self.num_workers} workers, {self.num_envs} envs, {where}, initialized={self._initialized})"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def init(self) -> List[EnvMeta]:
+        """Build the workers (Ray actors when ``InternalFlag.REMOTE_ENV``) and return their `EnvMeta`.
+
+        Calling it again on an initialised group returns the same metadata.
+
+        Raises:
+            KeyError: an unknown env id (closest gymnasium and ``ENVS`` names listed), before any worker is built.
+            RuntimeError: remote workers asked for but Ray is not initialised.
+        """
+        if self._initialized:
+            return list(self._metas)
+        remote = bool(InternalFlag.REMOTE_ENV)
+        for slot in self._slots:
+            slot.prepare()
+        try:
+            for slot in self._slots:
+                slot.launch(remote)
+            metas = resolve([slot.handle.submit("get_metadata") for slot in self._slots])
+        except BaseException:
+            self._shutdown_workers()
+            raise
+        for slot, meta in zip(self._slots, metas):
+            if meta.env_id != slot.env_id:
+                self._shutdown_workers()
+                raise ValueError(
+                    f"env worker {slot.index} reports env_id {meta.env_id!r}, expected {slot.env_id!r}; "
+                    "BaseEnv sets env_id from config.name and worker_index, keep it"
+                )
+            slot.meta = meta
+        self._metas = list(metas)
+        self._remote = remote
+        self._initialized = True
+        logger.info("env group ready: %d workers, %d envs, %s", self.num_workers, self.num_envs, self._where())
+        return list(self._metas)
+
+    def close(self) -> None:
+        """Close the workers and stop the Ray actors this group started. Safe to call twice."""
+        if not self._initialized and all(slot.handle is None for slot in self._slots):
+            return
+        self._drain_inflight()
+        self._shutdown_workers()
+        self._initialized = False
+
+    def __enter__(self) -> EnvGroup:
+        self.init()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _where(self) -> str:
+        return "as Ray actors" if self._remote else "in this process"
+
+    def _shutdown_workers(self) -> None:
+        futures = []
+        for slot in self._slots:
+            if slot.handle is not None:
+                futures.append(slot.handle.submit("close"))
+        for fut in futures:
+            try:
+                resolve_one(fut, timeout=30)
+            except Exception as err:  # noqa: BLE001 - a dead or stuck worker must not block closing the rest
+                logger.debug("closing an env worker failed: %r", err)
+        for slot in self._slots:
+            slot.stop()
+        self._inflight.clear()
+
+    def _require_init(self) -> None:
+        if not self._initialized:
+            raise RuntimeError("the EnvGroup is not initialised: call init() first (or use it as a context manager)")
+
+    # ------------------------------------------------------------------ reset and step
+
+    def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> BatchedData:
+        """Reset every worker; steps still in flight are awaited and dropped.
+
+        Args:
+            seed: Worker ``i`` is seeded with ``seed`` plus the sub-env count of the workers before it, so
+                every sub-env gets its own seed and a run is reproducible (None: unseeded).
+            options: Passed to each worker's ``reset``.
+
+        Returns:
+            BatchedData of `EnvRet`, one per worker, in worker order.
+        """
+        self._require_init()
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"seed must be None or an int >= 0, got {seed!r}")
+        self._drain_inflight()
+        self._last_seed = seed
+        futures = [slot.handle.submit("reset", seed=self._seed_for(slot), options=options) for slot in self._slots]
+        values = self._resolve_recovering(self._slots, futures)
+        return BatchedData([slot.env_id for slot in self._slots], values)
+
+    def _seed_for(self, slot: WorkerSlot) -> Optional[int]:
+        if self._last_seed is None:
+            return None
+        return self._last_seed + slot.seed_offset + slot.restarts * self.num_envs
+
+    def step(self, policy_resps: BatchedData, return_refs: bool = False) -> BatchedData:
+        """Step the workers named in ``policy_resps`` and return their EnvRets, in the same order.
+
+        Args:
+            policy_resps: BatchedData of env id -> `PolicyResponse` (values or ObjectRefs). Any subset of
+                the workers may be stepped; an id may appear once.
+            return_refs: With Ray workers, leave the EnvRets in the object store and return ObjectRefs (for
+                policy or buffer actors to read directly); only a small episode report comes to the driver.
+                Local workers return values either way.
+
+        Returns:
+            BatchedData of env id -> `EnvRet` (or ObjectRef). A worker that died and was restarted
+            contributes its fresh reset EnvRet (see `pop_restarted_env_ids`).
+
+        Raises:
+            TypeError: ``policy_resps`` is not a BatchedData.
+            KeyError: an unknown env id (the valid ones listed).
+            ValueError: an id given twice, an id with a step in flight, or an action outside the action space.
+        """
+        pairs = self._route(policy_resps)
+        if not pairs:
+            return BatchedData([], [])
+        slots = [slot for slot, _ in pairs]
+        if return_refs and self._remote:
+            values = self._step_refs(pairs)
+        else:
+            futures = [slot.handle.submit("step", resp) for slot, resp in pairs]
+            values = self._resolve_recovering(slots, futures)
+            self._stats.add_env_rets(values)
+        self._stats.add_steps(sum(slot.num_envs for slot in slots))
+        return BatchedData([slot.env_id for slot in slots], values)
+
+    def _step_refs(self, pairs: List[tuple]) -> List[Any]:
+        """Step remote workers with two returns each: the EnvRet stays remote, the episode report comes here."""
+        env_refs: List[Any] = []
+        report_refs: List[Any] = []
+        for slot, resp in pairs:
+            env_ref, report_ref = slot.handle.worker.step_report.options(num_returns=2).remote(resp)
+            env_refs.append(env_ref)
+            report_refs.append(report_ref)
+        restarted: Dict[int, Any] = {}
+        reports = self._resolve_recovering([slot for slot, _ in pairs], report_refs, replaced=restarted)
+        values = []
+        for i, (ref, report) in enumerate(zip(env_refs, reports)):
+            if i in restarted:
+                values.append(restarted[i])
+            else:
+                self._stats.add_episodes(*report)
+                values.append(ref)
+        return values
+
+    def step_async(self, policy_resps: BatchedData) -> None:
+        """Submit steps without waiting; `collect_async` returns the EnvRets as they are ready.
+
+        Raises:
+            Same as `step`.
+        """
+        for slot, resp in self._route(policy_resps):
+            self._inflight[slot.handle.submit("step", resp)] = slot
+            slot.inflight = True
+
+    def collect_async(self, timeout: Optional[float] = None, min_ready: int = 1) -> BatchedData:
+        """Return the EnvRets of submitted steps that are ready, waiting for at least ``min_ready``.
+
+        Args:
+            timeout: Seconds to wait for ``min_ready`` results (None: as long as it takes); whatever is
+                ready then is returned, possibly nothing.
+            min_ready: Results to wait for (capped at the number in flight).
+
+        Returns:
+            BatchedData of env id -> `EnvRet`, in the order they became ready; empty when nothing is in flight.
+        """
+        if isinstance(min_ready, bool) or not isinstance(min_ready, int) or min_ready < 1:
+            raise ValueError(f"min_ready must be an int >= 1, got {min_ready!r}")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+            raise ValueError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+        if not self._inflight:
+            return BatchedData([], [])
+        futures = list(self._inflight)
+        ready, pending = wait_any(futures, num_returns=min(min_ready, len(futures)), timeout=timeout)
+        if pending and ready:
+            more, _ = wait_any(pending, num_returns=len(pending), timeout=0)
+            ready = list(ready) + list(more)
+        slots = [self._inflight.pop(fut) for fut in ready]
+        for slot in slots:
+            slot.inflight = False
+        values = self._resolve_recovering(slots, ready)
+        self._stats.add_env_rets(values)
+        self._stats.add_steps(sum(slot.num_envs for slot in slots))
+        return BatchedData([slot.env_id for slot in slots], values)
+
+    @contextmanager
+    def auto_reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> Iterator[BatchedData]:
+        """Context for a stretch of stepping: init if needed, reset on entry, settle on exit.
+
+        Yields the reset EnvRets. Inside, sub-environments roll over into new episodes by themselves (NEXT_STEP
+        autoreset); on exit, steps still in flight are awaited and dropped, so the group can be reset, stepped
+        or closed cleanly afterwards::
+
+            with group.auto_reset(seed=0) as env_rets:
+                for _ in range(100):
+                    env_rets = group.step(policy.rollout(env_rets))
+        """
+        if not self._initialized:
+            self.init()
+        env_rets = self.reset(seed=seed, options=options)
+        try:
+            yield env_rets
+        finally:
+            self._drain_inflight()
+
+    # ------------------------------------------------------------------ faults and stats
+
+    def pop_restarted_env_ids(self) -> List[str]:
+        """Env ids whose worker was restarted since the last call (the engine truncates their episodes)."""
+        out, self._restarted = self._restarted, []
+        return out
+
+    def stats(self) -> Dict[str, Any]:
+        """Plain snapshot: env steps, env steps/s, recent episode returns and lengths, restarts per worker."""
+        out = {
+            "num_workers": self.num_workers,
+            "num_envs": self.num_envs,
+            "env_ids": self.env_ids,
+            "remote": self._remote,
+            "initialized": self._initialized,
+            "in_flight": len(self._inflight),
+        }
+        out.update(self._stats.snapshot())
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _route(self, policy_resps: BatchedData) -> List[tuple]:
+        """(slot, response) pairs; local workers get their ObjectRef responses resolved in one call."""
+        if not isinstance(policy_resps, BatchedData):
+            raise TypeError(
+                f"policy_resps must be a BatchedData of env id -> PolicyResponse, got {type(policy_resps).__name__}"
+            )
+        self._require_init()
+        ids = policy_resps.ids()
+        if len(set(ids)) != len(ids):
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"policy_resps names env ids {dup} more than once; give one response per env worker")
+        pairs = []
+        local_refs = []
+        for env_id, resp in policy_resps.items():
+            slot = self._by_id.get(env_id)
+            if slot is None:
+                near = closest(str(env_id), self.env_ids)
+                hint = f" Did you mean {near[0]!r}?" if near else ""
+                raise KeyError(f"unknown env id {env_id!r}.{hint} This group's env ids: {', '.join(self.env_ids)}")
+            if slot.inflight:
+                raise ValueError(f"env {env_id} already has a step in flight; collect_async() it before stepping again")
+            if not slot.handle.is_remote and is_object_ref(resp):
+                local_refs.append(len(pairs))
+            pairs.append((slot, resp))
+        if local_refs:
+            values = resolve([pairs[i][1] for i in local_refs])
+            for i, value in zip(local_refs, values):
+                pairs[i] = (pairs[i][0], value)
+        return pairs
+
+    def _resolve_recovering(
+        self, slots: Sequence[WorkerSlot], futures: Sequence[Any], replaced: Optional[Dict[int, Any]] = None
+    ) -> List[Any]:
+        """`resolve` the futures; a dead worker actor is restarted and its reset EnvRet stands in."""
+        try:
+            return resolve(futures)
+        except Exception as err:  # noqa: BLE001 - re-raised unless it is an actor death
+            if not (self._remote and is_actor_death(err)):
+                raise
+        out = []
+        for i, (slot, fut) in enumerate(zip(slots, futures)):
+            try:
+                out.append(resolve_one(fut))
+            except Exception as err:  # noqa: BLE001 - re-raised unless it is an actor death
+                if not is_actor_death(err):
+                    raise
+                env_ret = self._restart(slot, err)
+                if replaced is not None:
+                    replaced[i] = env_ret
+                out.append(env_ret)
+        return out
+
+    def _restart(self, slot: WorkerSlot, cause: BaseException) -> Any:
+        """Relaunch a dead worker actor, reset it and return its reset EnvRet."""
+        while True:
+            if slot.restarts >= slot.config.max_restarts:
+                raise RuntimeError(
+                    f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); "
+                    f"max_restarts={slot.config.max_restarts} reached (raise EnvConfig.max_restarts to allow more)"
+                ) from cause
+            logger.warning("env worker %s died (%s); restarting it", slot.env_id, type(cause).__name__)
+            slot.stop()
+            slot.restarts += 1
+            self._stats.add_restart(slot.env_id)
+            self._restarted.append(slot.env_id)
+            try:
+                slot.launch(remote=True)
+                return slot.handle.call("reset", seed=self._seed_for(slot))
+            except Exception as err:  # noqa: BLE001 - a relaunch that dies again counts as another restart
+                if not is_actor_death(err):
+                    raise
+                cause = err
+
+    def _drain_inflight(self) -> None:
+        """Wait for steps in flight and drop their results (a dead worker is dealt with on its next call)."""
+        if not self._inflight:
+            return
+        for fut, slot in list(self._inflight.items()):
+            slot.inflight = False
+            try:
+                resolve_one(fut)
+            except Exception as err:  # noqa: BLE001 - dropped results; a dead worker shows up on its next call
+                logger.debug("dropped an in-flight step of %s: %r", slot.env_id, err)
+        self._inflight.clear()
+
+
+__all__ = ["EnvGroup"]

@@ -1,0 +1,151 @@
+"""`WorkerSlot`: one env worker of an `EnvGroup` (its config, class, handle and restart count).
+
+A slot knows how to build its worker, in this process or as a Ray actor, and
+how to stop it; the group decides when. The env class is chosen from the
+config: ``ENVS[config.backend]`` when the backend is not ``gymnasium``; else
+``ENVS[config.name]`` when the name is a registered `BaseEnv`; else the
+gymnasium backend.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from rlightning.env.base_env import BaseEnv
+from rlightning.env.gym_env import GymnasiumEnv
+from rlightning.env.multi_agent_env import RendezvousEnv  # noqa: F401 - registers "rendezvous" in ENVS
+from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
+from rlightning.types import EnvMeta
+from rlightning.utils.config import EnvConfig
+from rlightning.utils.logger import get_logger
+from rlightning.utils.ray.handle import WorkerHandle
+from rlightning.utils.ray.launcher import launch_ray_actor
+from rlightning.utils.registry import ENVS
+from rlightning.utils.utils import InternalFlag
+
+logger = get_logger(__name__)
+
+
+def resolve_env_class(config: EnvConfig) -> type:
+    """The `BaseEnv` subclass that runs ``config`` (see the module docstring).
+
+    Raises:
+        KeyError: ``config.backend`` is not registered in ``ENVS`` (closest names listed).
+        TypeError: what is registered is not a `BaseEnv` subclass.
+    """
+    if config.backend != "gymnasium":
+        cls = ENVS.get(config.backend)
+        source = f"backend {config.backend!r}"
+    elif config.name in ENVS and config.name != "gymnasium":
+        cls = ENVS.get(config.name)
+        source = f"name {config.name!r}"
+    else:
+        return GymnasiumEnv
+    if not (isinstance(cls, type) and issubclass(cls, BaseEnv)):
+        raise TypeError(f"env {source} is registered in ENVS as {cls!r}, which is not a BaseEnv subclass")
+    return cls
+
+
+def is_actor_death(err: BaseException) -> bool:
+    """True when ``err`` says a Ray actor died or is unreachable."""
+    try:
+        from ray.exceptions import RayActorError
+    except ImportError:  # pragma: no cover - ray is a dependency
+        return False
+    return isinstance(err, RayActorError)
+
+
+@dataclass
+class WorkerSlot:
+    """One env worker: what builds it, and the handle once it is built."""
+
+    index: int
+    config: EnvConfig
+    preprocess_fn: Callable
+    env_cls: type
+    seed_offset: int
+    env_id: str = ""
+    num_envs: int = 1
+    handle: Optional[WorkerHandle] = None
+    meta: Optional[EnvMeta] = None
+    restarts: int = 0
+    inflight: bool = False
+    extra_kwargs: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.env_id = make_env_id(self.config.name, self.index)
+        self.num_envs = int(self.config.num_envs)
+
+    def prepare(self) -> None:
+        """Driver-side checks and extra constructor arguments (``env_cls.prepare``)."""
+        self.extra_kwargs = dict(self.env_cls.prepare(self.config) or {})
+
+    def launch(self, remote: bool) -> WorkerHandle:
+        """Build the worker, as a Ray actor when ``remote``."""
+        kwargs = dict(worker_index=self.index, preprocess_fn=self.preprocess_fn, **self.extra_kwargs)
+        if remote:
+            options = {
+                "num_cpus": self.config.num_cpus,
+                "num_gpus": self.config.num_gpus,
+                "name": f"env-{self.env_id}-{uuid.uuid4().hex[:8]}",
+                "runtime_env": {"env_vars": InternalFlag.get_env_vars()},
+            }
+            worker = launch_ray_actor(self.env_cls, self.config, options=options, **kwargs)
+        else:
+            worker = self.env_cls(self.config, **kwargs)
+        self.handle = WorkerHandle(worker)
+        return self.handle
+
+    def stop(self) -> None:
+        """Kill the actor (a local worker is just dropped); the slot can be launched again."""
+        if self.handle is not None:
+            self.handle.kill()
+        self.handle = None
+        self.inflight = False
+
+
+def build_slots(
+    env_cfg_list: Union[List[EnvConfig], EnvConfig],
+    preprocess_fn: Optional[Union[Callable, List[Callable]]] = default_env_preprocess_fn,
+) -> List[WorkerSlot]:
+    """Check the group's arguments and make one slot per config (global indices ``0..N-1``).
+
+    Raises:
+        ValueError: an empty list, ``num_envs < 1``, or a preprocess list of the wrong length.
+        TypeError: a non-`EnvConfig` entry or a non-callable preprocess function.
+        KeyError: an unregistered env backend.
+    """
+    if isinstance(env_cfg_list, EnvConfig):
+        env_cfg_list = [env_cfg_list]
+    if not isinstance(env_cfg_list, (list, tuple)):
+        raise TypeError(f"env_cfg_list must be a list of EnvConfig, got {type(env_cfg_list).__name__}")
+    if len(env_cfg_list) == 0:
+        raise ValueError("env_cfg_list is empty: an EnvGroup needs at least one EnvConfig (num_workers >= 1)")
+    for i, cfg in enumerate(env_cfg_list):
+        if not isinstance(cfg, EnvConfig):
+            raise TypeError(f"env_cfg_list[{i}] must be an EnvConfig, got {type(cfg).__name__}")
+        if not isinstance(cfg.num_envs, int) or cfg.num_envs < 1:
+            raise ValueError(f"env_cfg_list[{i}].num_envs must be an int >= 1, got {cfg.num_envs!r}")
+    if preprocess_fn is None:
+        preprocess_fn = default_env_preprocess_fn
+    if isinstance(preprocess_fn, (list, tuple)):
+        fns = [default_env_preprocess_fn if fn is None else fn for fn in preprocess_fn]
+        if len(fns) != len(env_cfg_list):
+            raise ValueError(
+                f"preprocess_fn has {len(fns)} functions for {len(env_cfg_list)} env workers; give one function, "
+                "or one per worker"
+            )
+    else:
+        fns = [preprocess_fn] * len(env_cfg_list)
+    for i, fn in enumerate(fns):
+        if not callable(fn):
+            raise TypeError(f"preprocess_fn[{i}] must be callable (PolicyResponse -> action), got {fn!r}")
+    slots = []
+    offset = 0
+    for i, (cfg, fn) in enumerate(zip(env_cfg_list, fns)):
+        env_cls = resolve_env_class(cfg)
+        slots.append(WorkerSlot(index=i, config=cfg, preprocess_fn=fn, env_cls=env_cls, seed_offset=offset))
+        offset += cfg.num_envs
+    return slots
