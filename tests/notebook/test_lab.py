@@ -1,0 +1,56 @@
+import time
+
+import pytest
+
+from rlightning.notebook import ClusterConnectionError, Lab
+from rlightning.utils.config import PolicyConfig
+
+
+def test_connect_to_nothing_fails_fast_naming_the_address():
+    t0 = time.monotonic()
+    with pytest.raises(ClusterConnectionError, match=r"no Ray cluster answers at '127\.0\.0\.1:1'"):
+        Lab.connect("127.0.0.1:1", timeout_s=2)
+    assert time.monotonic() - t0 < 30
+
+
+def test_connect_bad_address_format():
+    with pytest.raises(ValueError, match=r"cluster address 'nowhere' must look like 'host:port'"):
+        Lab.connect("nowhere")
+
+
+@pytest.mark.ray
+def test_local_lab_reuses_runtime_and_renders(ray_runtime):
+    lab = Lab.local()
+    try:
+        assert Lab.local() is lab  # a re-run cell gets the same Lab
+        info = lab.cluster_info()
+        assert info["cpus"] == 8 and info["gpus"] == 0 and info["nodes"] == 1
+        html = lab._repr_html_()
+        assert "CPUs" in html and "GPUs" in html and "runs started here" in html
+        assert "8 CPUs" in repr(lab)
+    finally:
+        lab.shutdown()
+    assert ray_runtime.is_initialized()  # the session's lease is untouched
+    assert "shut down" in repr(lab)
+    with pytest.raises(RuntimeError, match="this Lab was shut down"):
+        lab.build(None)
+
+
+@pytest.mark.ray
+def test_gpus_on_a_cluster_without_them(ray_runtime):
+    lab = Lab.local()
+    try:
+        with pytest.raises(ValueError, match=r"asks for 2 GPU\(s\) but the cluster has 0"):
+            lab.policy_group(PolicyConfig(), gpus=1)
+    finally:
+        lab.shutdown()
+
+
+@pytest.mark.ray
+def test_build_rejects_non_config(ray_runtime):
+    lab = Lab.local()
+    try:
+        with pytest.raises(TypeError, match="Lab.build expects a MainConfig"):
+            lab.build({"engine": "syncrl"})
+    finally:
+        lab.shutdown()

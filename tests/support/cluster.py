@@ -1,0 +1,71 @@
+"""A separate Ray head started with `ray start --head` on 127.0.0.1, for tests of remote clusters."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def ray_head(num_cpus: int = 4, timeout_s: float = 180.0) -> Iterator[str]:
+    """Start a head node in its own process group; yield its address; stop exactly that cluster."""
+    port = free_port()
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"rl-head-{port}.log"
+    env = dict(os.environ)
+    env.pop("RAY_ADDRESS", None)
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [
+                RAY,
+                "start",
+                "--head",
+                "--node-ip-address=127.0.0.1",
+                f"--port={port}",
+                f"--num-cpus={num_cpus}",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                "--block",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.time() + timeout_s
+        while "block forever" not in log.read_text():
+            if proc.poll() is not None:
+                raise RuntimeError(f"ray start exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            if time.time() > deadline:
+                raise TimeoutError(f"ray head not up after {timeout_s}s: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        log.unlink(missing_ok=True)
+
+
+def token_file() -> str:
+    """The token file `ray start --head` uses on this machine."""
+    return str(Path.home() / ".ray" / "auth_token")
