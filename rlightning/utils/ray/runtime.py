@@ -64,7 +64,16 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
     if address is None:
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("dashboard_host", "127.0.0.1")
-        ray.init(address="local", **kwargs)
+        for attempt in range(3):
+            try:
+                ray.init(address="local", **kwargs)
+                break
+            except Exception as err:  # noqa: BLE001 - retried only for Ray's startup timeout
+                # On a loaded machine the raylet can miss Ray's fixed 30 s startup window; try again.
+                if "timed out during startup" not in str(err) or attempt == 2:
+                    raise
+                logger.warning("Ray startup timed out (machine busy?); retrying (%d/2)", attempt + 1)
+                ray.shutdown()
         _state["started"] = True
     else:
         for key in ("num_cpus", "num_gpus", "include_dashboard", "dashboard_host", "resources"):
