@@ -3,7 +3,7 @@
 Importing this package registers the built-in algorithms in ``POLICIES``.
 """
 
-from rlightning.policy.algorithms import DQNPolicy, PPOPolicy, SACPolicy  # noqa: I001 - registers them
+from rlightning.policy.algorithms import DQNPolicy, PPOPolicy, SACPolicy  # registers them
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.policy_group import PolicyGroup
 

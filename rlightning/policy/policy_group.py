@@ -412,6 +412,10 @@ class PolicyGroup:
             w.kill()
         self._closed = True
 
+    def close(self) -> None:
+        """Same as `shutdown` (the name the other groups use)."""
+        self.shutdown()
+
     def __repr__(self) -> str:
         return (
             f"PolicyGroup(train={len(self.train_workers)}, eval={len(self.eval_workers)}, "

@@ -154,7 +154,7 @@ class SACPolicy(BasePolicy):
     @property
     def alpha(self) -> float:
         """Current entropy temperature."""
-        return float(self.log_alpha.value.exp())
+        return float(self.log_alpha.value.detach().exp())
 
     def train(self) -> Dict[str, float]:
         """One critic update, delayed actor and temperature updates, target Polyak averaging.
