@@ -181,9 +181,15 @@ class EnvGroup:
             slot.stop()
         self._inflight.clear()
 
-    def _require_init(self) -> None:
+    def _require_init(self, slots: Optional[Sequence[WorkerSlot]] = None) -> None:
         if not self._initialized:
             raise RuntimeError("the EnvGroup is not initialised: call init() first (or use it as a context manager)")
+        for slot in self._slots if slots is None else slots:
+            if slot.handle is None:
+                raise RuntimeError(
+                    f"env worker {slot.env_id} is gone: it died more than max_restarts={slot.config.max_restarts} "
+                    "times; close() this group and build a new one"
+                )
 
     # ------------------------------------------------------------------ reset and step
 
@@ -364,6 +370,7 @@ class EnvGroup:
                 near = closest(str(env_id), self.env_ids)
                 hint = f" Did you mean {near[0]!r}?" if near else ""
                 raise KeyError(f"unknown env id {env_id!r}.{hint} This group's env ids: {', '.join(self.env_ids)}")
+            self._require_init([slot])
             if slot.inflight:
                 raise ValueError(f"env {env_id} already has a step in flight; collect_async() it before stepping again")
             if not slot.handle.is_remote and is_object_ref(resp):
@@ -401,6 +408,7 @@ class EnvGroup:
         """Relaunch a dead worker actor, reset it and return its reset EnvRet."""
         while True:
             if slot.restarts >= slot.config.max_restarts:
+                slot.stop()
                 raise RuntimeError(
                     f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); "
                     f"max_restarts={slot.config.max_restarts} reached (raise EnvConfig.max_restarts to allow more)"
