@@ -14,14 +14,13 @@ with local shards they are fetched with one ``resolve``.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from tensordict import TensorDict
 
-from rlightning.buffer.sharding import as_items, cat_parts, pair_items, split_batch
-from rlightning.buffer.utils import BufferView, EpisodeTable, Storage
+from rlightning.buffer.sharding import as_items, cat_parts, create_storages, merge_stats, pair_items, split_batch
+from rlightning.buffer.utils import BufferView, EpisodeTable
 from rlightning.buffer.utils.preprocessors import ComposePreprocessor, RunningMeanStdPreprocessor
 from rlightning.buffer.utils.timing import OpTimer
 from rlightning.buffer.utils.utils import (
@@ -157,33 +156,9 @@ class DataBuffer:
         )
         if self._handles:
             self.close()
-        kwargs = self._storage_kwargs(metas)
-        seed = self.config.seed
-        workers = []
-        if InternalFlag.REMOTE_STORAGE:
-            from rlightning.utils.ray.launcher import launch_ray_actor
-
-            tag = uuid.uuid4().hex[:8]
-            for i in range(num_storages):
-                options = {"num_cpus": 1, "name": f"rlightning-storage-{tag}-{i}"}
-                options.update(storage_options or {})
-                env_vars = dict(InternalFlag.get_env_vars())
-                runtime_env = dict(options.get("runtime_env") or {})
-                env_vars.update(runtime_env.get("env_vars") or {})
-                runtime_env["env_vars"] = env_vars
-                options["runtime_env"] = runtime_env
-                threads = max(1, int(float(options.get("num_cpus") or 1)))
-                workers.append(
-                    launch_ray_actor(
-                        Storage,
-                        options=options,
-                        seed=None if seed is None else seed + i,
-                        num_threads=threads,
-                        **kwargs,
-                    )
-                )
-        else:
-            workers = [Storage(seed=None if seed is None else seed + i, **kwargs) for i in range(num_storages)]
+        workers = create_storages(
+            self._storage_kwargs(metas), num_storages, InternalFlag.REMOTE_STORAGE, storage_options, self.config.seed
+        )
         self._handles = [WorkerHandle(w) for w in workers]
         self.episode_table = table
         self._sizes = resolve([h.submit("get_size") for h in self._handles])
@@ -309,6 +284,25 @@ class DataBuffer:
             self._next_episode_shard += 1
         kwargs["env_id"] = env_id or "episode"
         self._sizes[shard] = self._handles[shard].call("add_episode", episode, num_envs, **kwargs)
+
+    def extend(self, transitions: Union[Dict, TensorDict]) -> None:
+        """Write ready-made transitions (``[n, ...]`` per key), split evenly over the shards, one call each.
+
+        Transition unit only (offline data, benchmarks); with remote shards the rows travel as numpy arrays.
+        """
+        self._require_init()
+        data = dict(transitions.items()) if isinstance(transitions, TensorDict) else dict(transitions)
+        n = len(next(iter(data.values()))) if data else 0
+        bounds = [n * i // self.num_storages for i in range(self.num_storages + 1)]
+        calls = {}
+        for s in range(self.num_storages):
+            lo, hi = bounds[s], bounds[s + 1]
+            if hi > lo:
+                part = {k: v[lo:hi] for k, v in data.items()}
+                if self._handles[s].is_remote:
+                    part = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in part.items()}
+                calls[s] = ("extend", (part,))
+        self._dispatch(calls, [])
 
     def truncate_episodes(self, env_ids: Optional[Sequence[Any]] = None) -> None:
         """Close the episodes in progress of these envs (all known envs when None) and store them.
@@ -467,41 +461,10 @@ class DataBuffer:
         """A plain snapshot for views: per-shard fill, episodes stored, recent episodes, adds per second."""
         table = self._require_init()
         shard_stats = resolve([h.submit("stats") for h in self._handles])
-        s2w = table.get_storage_to_train_workers()
-        shards = []
-        recent: List[Dict[str, Any]] = []
-        for i, st in enumerate(shard_stats):
-            self._sizes[i] = st["size"]
-            shards.append(
-                {
-                    "size": st["size"],
-                    "capacity": st["capacity"],
-                    "episodes": st["episodes"],
-                    "transitions": st["transitions"],
-                    "adds_per_sec": st["adds_per_sec"],
-                    "in_progress": st["in_progress"],
-                    "env_ids": table.get_envs_for_storage(i),
-                    "train_workers": s2w[i],
-                }
-            )
-            recent.extend(st["recent_episodes"])
-        recent.sort(key=lambda r: r.get("time", 0.0))
-        return {
-            "shards": shards,
-            "size": sum(s["size"] for s in shards),
-            "capacity": sum(s["capacity"] for s in shards),
-            "episodes_stored": sum(s["episodes"] for s in shards),
-            "transitions": sum(s["transitions"] for s in shards),
-            "recent_episodes": [
-                {"env_id": r["env_id"], "return": r["return"], "length": r["length"]} for r in recent[-100:]
-            ],
-            "adds_per_sec": sum(s["adds_per_sec"] for s in shards),
-            "unit": self.config.unit,
-            "mode": self.config.mode,
-            "sampler": self.config.sampler,
-            "remote": self.is_remote,
-            "episode_table": table.snapshot(),
-        }
+        self._sizes = [st["size"] for st in shard_stats]
+        out = merge_stats(shard_stats, table)
+        out.update(unit=self.config.unit, mode=self.config.mode, sampler=self.config.sampler, remote=self.is_remote)
+        return out
 
     def __repr__(self) -> str:
         return (

@@ -1,15 +1,18 @@
-"""Pure helpers of the sharded buffer: grouping items per shard, splitting batches, joining parts."""
+"""Helpers of the sharded buffer: creating shards, pairing items, splitting batches, joining parts and stats."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+import uuid
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from tensordict import TensorDict
 
+from rlightning.buffer.utils import EpisodeTable, Storage
 from rlightning.types import BatchedData, is_object_ref
+from rlightning.utils.utils import InternalFlag
 
-__all__ = ["as_items", "cat_parts", "pair_items", "split_batch"]
+__all__ = ["as_items", "cat_parts", "create_storages", "merge_stats", "pair_items", "split_batch"]
 
 
 def as_items(data: Any, what: str) -> List[Tuple[Any, Any]]:
@@ -103,3 +106,66 @@ def cat_parts(parts: List[TensorDict]) -> TensorDict:
         width = max(p.batch_size[1] for p in parts)
         parts = [_pad_time(p, width) for p in parts]
     return torch.cat(parts, dim=0)
+
+
+def create_storages(
+    kwargs: Dict[str, Any], num: int, remote: bool, options: Optional[Dict[str, Any]], seed: Optional[int]
+) -> List[Any]:
+    """Build ``num`` storage shards: local `Storage` objects, or Ray actors when ``remote``.
+
+    Actors get ``num_cpus`` 1 unless ``options`` says otherwise, a unique name, the
+    InternalFlag environment, and torch threads limited to their CPUs. Shard ``i``
+    is seeded with ``seed + i``.
+    """
+    if not remote:
+        return [Storage(seed=None if seed is None else seed + i, **kwargs) for i in range(num)]
+    from rlightning.utils.ray.launcher import launch_ray_actor
+
+    tag = uuid.uuid4().hex[:8]
+    workers = []
+    for i in range(num):
+        opts: Dict[str, Any] = {"num_cpus": 1, "name": f"rlightning-storage-{tag}-{i}"}
+        opts.update(options or {})
+        runtime_env = dict(opts.get("runtime_env") or {})
+        env_vars = dict(InternalFlag.get_env_vars())
+        env_vars.update(runtime_env.get("env_vars") or {})
+        runtime_env["env_vars"] = env_vars
+        opts["runtime_env"] = runtime_env
+        threads = max(1, int(float(opts.get("num_cpus") or 1)))
+        shard_seed = None if seed is None else seed + i
+        workers.append(launch_ray_actor(Storage, options=opts, seed=shard_seed, num_threads=threads, **kwargs))
+    return workers
+
+
+def merge_stats(shard_stats: List[Dict[str, Any]], table: EpisodeTable) -> Dict[str, Any]:
+    """The buffer's snapshot from its shards' `Storage.stats` (plain dicts only)."""
+    s2w = table.get_storage_to_train_workers()
+    shards = []
+    recent: List[Dict[str, Any]] = []
+    for i, st in enumerate(shard_stats):
+        shards.append(
+            {
+                "size": st["size"],
+                "capacity": st["capacity"],
+                "episodes": st["episodes"],
+                "transitions": st["transitions"],
+                "adds_per_sec": st["adds_per_sec"],
+                "in_progress": st["in_progress"],
+                "env_ids": table.get_envs_for_storage(i),
+                "train_workers": s2w[i],
+            }
+        )
+        recent.extend(st["recent_episodes"])
+    recent.sort(key=lambda r: r.get("time", 0.0))
+    return {
+        "shards": shards,
+        "size": sum(s["size"] for s in shards),
+        "capacity": sum(s["capacity"] for s in shards),
+        "episodes_stored": sum(s["episodes"] for s in shards),
+        "transitions": sum(s["transitions"] for s in shards),
+        "recent_episodes": [
+            {"env_id": r["env_id"], "return": r["return"], "length": r["length"]} for r in recent[-100:]
+        ],
+        "adds_per_sec": sum(s["adds_per_sec"] for s in shards),
+        "episode_table": table.snapshot(),
+    }

@@ -14,9 +14,10 @@ into per-env `EpisodeTracker` records; finished episodes go through
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
-from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -24,8 +25,9 @@ from tensordict import TensorDict
 
 from rlightning.buffer.utils.episode_input import AsyncPairer, episode_to_transitions
 from rlightning.buffer.utils.episode_tracker import EpisodeTracker, FinishedEpisodes
-from rlightning.buffer.utils.preprocessors import shapes_str, space_spec, to_numpy
+from rlightning.buffer.utils.preprocessors import to_numpy
 from rlightning.buffer.utils.samplers import make_sampler
+from rlightning.buffer.utils.step_checks import StepChecker
 from rlightning.buffer.utils.storage_read import StorageReadMixin
 from rlightning.buffer.utils.tensor_store import EpisodeStore, TransitionStore, as_tensor_dict
 from rlightning.buffer.utils.timing import OpTimer
@@ -34,6 +36,7 @@ from rlightning.buffer.utils.utils import (
     default_policy_resp_preprocess_fn,
     default_postprocess_fn,
     default_preprocess_fn,
+    run_postprocess,
 )
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
 from rlightning.utils.logger import get_logger
@@ -137,13 +140,10 @@ class Storage(StorageReadMixin):
         self.sampler = make_sampler(
             sampler, self.capacity, seed=seed, alpha=priority_alpha, beta=priority_beta, eps=priority_eps
         )
+        self._fast_sample = unit == "transition" and sampler == "uniform"
         self._generator = torch.Generator()
         self._generator.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,)).item()))
-        self._metas: Dict[str, EnvMeta] = {}
-        self._common_obs_spec = None
-        self.set_env_metas(env_meta_list or [])
-        self._seen_obs_spec: Dict[str, Tuple[Tuple[int, ...], np.dtype]] = {}
-        self._step_spec: Optional[Dict[str, Tuple[Tuple[int, ...], np.dtype]]] = None
+        self._checks = StepChecker(env_meta_list or [], nan_guard)
         self._trackers: Dict[str, EpisodeTracker] = {}
         self._pairer = AsyncPairer()
         self._timer = OpTimer()
@@ -156,120 +156,11 @@ class Storage(StorageReadMixin):
 
     def set_env_metas(self, env_meta_list: Sequence[EnvMeta]) -> None:
         """Register env metadata (observation spaces are used to check observations)."""
-        for meta in env_meta_list:
-            if not isinstance(meta, EnvMeta):
-                raise TypeError(f"env_meta_list entries must be EnvMeta, got {type(meta).__name__}")
-            if meta.env_id is not None:
-                self._metas[str(meta.env_id)] = meta
-        specs = {space_spec(m.observation_space) for m in env_meta_list if m.observation_space is not None}
-        if len(specs) == 1:
-            self._common_obs_spec = specs.pop()
+        self._checks.set_env_metas(env_meta_list)
 
     def known_env_ids(self) -> List[str]:
         """Env ids this storage was told about or has seen."""
-        return sorted(set(self._metas) | set(self._trackers) | set(self._pairer.env_ids()))
-
-    def _obs_spec(self, env_id: str) -> Tuple[Optional[Tuple[Tuple[int, ...], np.dtype]], Optional[int]]:
-        meta = self._metas.get(env_id)
-        if meta is None:
-            for meta_id, m in self._metas.items():
-                if env_id.startswith(meta_id):
-                    meta = m
-                    break
-        spec = None
-        num_envs = None
-        if meta is not None:
-            num_envs = meta.num_envs
-            if meta.observation_space is not None:
-                spec = space_spec(meta.observation_space)
-        if spec is None:
-            spec = self._common_obs_spec or self._seen_obs_spec.get(env_id)
-        tracker = self._trackers.get(env_id)
-        if tracker is not None:
-            num_envs = tracker.num_envs
-        return spec, num_envs
-
-    def _check_obs(self, env_ret: EnvRet) -> np.ndarray:
-        env_id = env_ret.env_id
-        obs = to_numpy(env_ret.observation)
-        spec, num_envs = self._obs_spec(env_id)
-        if spec is None:
-            if obs.ndim == 0:
-                obs = obs.reshape(1)
-            self._seen_obs_spec[env_id] = (tuple(obs.shape[1:]), obs.dtype)
-            return obs
-        shape, dtype = spec
-        if obs.shape == shape and num_envs in (None, 1):
-            obs = obs[None]
-        n = obs.shape[0] if obs.ndim else 0
-        bad_n = num_envs is not None and n != num_envs
-        if obs.ndim == 0 or tuple(obs.shape[1:]) != shape or obs.dtype != dtype or bad_n:
-            want_n = num_envs if num_envs is not None else "num_envs"
-            raise ValueError(
-                f"env {env_id!r}: observation has shape {shapes_str(obs.shape)} and dtype {obs.dtype}, "
-                f"expected shape ({want_n}, {', '.join(map(str, shape))}) and dtype {dtype} "
-                "([num_envs, *observation_space.shape])"
-            )
-        return obs
-
-    # ------------------------------------------------------------------ step checks
-
-    def _check_step(self, env_id: str, step: Mapping[str, Any], num_envs: int) -> Dict[str, np.ndarray]:
-        out: Dict[str, np.ndarray] = {}
-        for k, v in step.items():
-            arr = to_numpy(v)
-            if arr.ndim == 0 or arr.shape[0] != num_envs:
-                raise ValueError(
-                    f"env {env_id!r}: step key {k!r} has shape {shapes_str(arr.shape)}, "
-                    f"expected a leading dimension of num_envs={num_envs}"
-                )
-            out[k] = arr
-        for k in ("obs", "reward", "terminated", "truncated", "action"):
-            if k not in out:
-                raise KeyError(f"env {env_id!r}: the step dict has no {k!r} key (it has {sorted(out)})")
-        if self._step_spec is None:
-            self._step_spec = {k: (tuple(v.shape[1:]), v.dtype) for k, v in out.items()}
-            return out
-        if out.keys() != self._step_spec.keys():
-            missing = sorted(set(self._step_spec) - set(out))
-            extra = sorted(set(out) - set(self._step_spec))
-            raise ValueError(
-                f"env {env_id!r}: step keys differ from the stored ones: missing {missing}, unexpected {extra}"
-            )
-        for k, arr in out.items():
-            shape, dtype = self._step_spec[k]
-            if tuple(arr.shape[1:]) != shape:
-                raise ValueError(
-                    f"env {env_id!r}: {k!r} has shape {shapes_str(arr.shape)}, "
-                    f"expected ({num_envs}, {', '.join(map(str, shape))})"
-                )
-            if arr.dtype != dtype:
-                if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
-                    raise ValueError(f"env {env_id!r}: {k!r} has dtype {arr.dtype}, expected {dtype}")
-                out[k] = arr.astype(dtype)
-        return out
-
-    def _nan_rows(self, env_id: str, step: Dict[str, np.ndarray]) -> Optional[np.ndarray]:
-        bad = None
-        where = []
-        for key in ("obs", "reward"):
-            arr = step[key]
-            if arr.dtype.kind != "f":
-                continue
-            rows = ~np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1)
-            if rows.any():
-                where.append(f"{key!r} at rows {np.flatnonzero(rows).tolist()}")
-                bad = rows if bad is None else bad | rows
-        if bad is None:
-            return None
-        msg = f"env {env_id!r}: non-finite values in {' and '.join(where)}"
-        if self.nan_guard == "raise":
-            raise ValueError(f"{msg}; nothing was stored for this step (nan_guard='raise'; 'drop' or 'warn' go on)")
-        if self.nan_guard == "drop":
-            logger.warning("%s; dropping those sub-environments' episodes in progress", msg)
-            return bad
-        logger.warning("%s; storing them anyway (nan_guard='warn')", msg)
-        return None
+        return sorted(set(self._checks.metas) | set(self._trackers) | set(self._pairer.env_ids()))
 
     def _check_room(self, transitions: int, episodes: int, what: str) -> None:
         if self.mode != "standard":
@@ -298,9 +189,10 @@ class Storage(StorageReadMixin):
             raise ValueError(
                 f"PolicyResponse for env {policy_resp.env_id!r} cannot be paired with the EnvRet of env {env_id!r}"
             )
-        obs = self._check_obs(env_ret)
+        tracked = self._trackers[env_id].num_envs if env_id in self._trackers else None
+        obs = self._checks.check_obs(env_ret, tracked)
         if obs is not env_ret.observation:
-            env_ret = _with_obs(env_ret, obs)
+            env_ret = dataclasses.replace(env_ret, observation=obs)
         num_envs = obs.shape[0]
         step = self.preprocess_fn(
             env_ret,
@@ -310,8 +202,8 @@ class Storage(StorageReadMixin):
             env_ret_preprocess_fn=self.env_ret_preprocess_fn,
             policy_resp_preprocess_fn=self.policy_resp_preprocess_fn,
         )
-        step = self._check_step(env_id, step, num_envs)
-        drop = self._nan_rows(env_id, step)
+        step = self._checks.check_step(env_id, step, num_envs)
+        drop = self._checks.nan_rows(env_id, step)
         raw_done = step["terminated"] | step["truncated"]
         tracker = self._trackers.get(env_id)
         if tracker is None:
@@ -450,7 +342,7 @@ class Storage(StorageReadMixin):
         env_id = item if isinstance(item, str) else getattr(item, "env_id", None)
         if not isinstance(env_id, str):
             raise TypeError(f"truncate expects an env id or an object with env_id, got {type(item).__name__}")
-        if env_id not in self._trackers and env_id not in self._metas and env_id not in self._pairer.env_ids():
+        if env_id not in self._trackers and env_id not in self._checks.metas and env_id not in self._pairer.env_ids():
             raise KeyError(f"unknown env {env_id!r}: this storage knows {self.known_env_ids()}")
         return env_id
 
@@ -494,26 +386,12 @@ class Storage(StorageReadMixin):
 
     def _store_finished(self, finished: FinishedEpisodes, check_first: bool = False) -> None:
         data = as_tensor_dict(finished.data)
-        n = finished.num_transitions
-        fn = self.postprocess_fn
-        if fn is not default_postprocess_fn:
+        if self.postprocess_fn is not default_postprocess_fn:
             t0 = time.perf_counter()
-            td = TensorDict._new_unsafe(data, batch_size=torch.Size([n]))
-            lengths = torch.from_numpy(finished.lengths)
-            boot = None if finished.bootstrap_value is None else torch.from_numpy(finished.bootstrap_value)
-            if hasattr(fn, "batched"):
-                td = fn.batched(td, lengths, boot)
-            else:
-                parts = td.split(finished.lengths.tolist())
-                td = torch.cat([fn(p, bootstrap_value=None if boot is None else boot[e]) for e, p in enumerate(parts)])
-            if td.batch_size[0] != n:
-                raise ValueError(
-                    f"postprocess_fn {fn!r} returned {td.batch_size[0]} transitions for {n}; keep the length"
-                )
-            data = as_tensor_dict(td)
+            data = run_postprocess(self.postprocess_fn, data, finished.lengths, finished.bootstrap_value)
             self._timer.add("postprocess", time.perf_counter() - t0)
         self.store.ring.check(data, f"env {finished.env_id!r}")
-        self._write(data, n, finished.lengths)
+        self._write(data, finished.num_transitions, finished.lengths)
 
     def _write(self, batch: Dict[str, torch.Tensor], n: int, lengths: Optional[np.ndarray]) -> None:
         if n == 0:
@@ -614,12 +492,3 @@ class Storage(StorageReadMixin):
             f"Storage(capacity={self.capacity}, mode={self.mode!r}, unit={self.unit!r}, size={self.size}, "
             f"sampler={self.sampler.name!r}, device={self.device})"
         )
-
-
-def _with_obs(env_ret: EnvRet, obs: np.ndarray) -> EnvRet:
-    """A shallow copy of ``env_ret`` with a batched observation."""
-    import copy
-
-    out = copy.copy(env_ret)
-    out.observation = obs
-    return out

@@ -12,6 +12,7 @@ slice writes and one ``index_select`` per key for gathers. On top of it:
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
@@ -28,7 +29,13 @@ def as_tensor_dict(batch: Mapping) -> Dict[str, torch.Tensor]:
     out = {}
     for k, v in items:
         if isinstance(v, np.ndarray):
-            v = torch.from_numpy(np.ascontiguousarray(v))
+            v = np.ascontiguousarray(v)
+            if not v.flags.writeable:  # e.g. read from Ray's object store; only ever read here
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    v = torch.from_numpy(v)
+            else:
+                v = torch.from_numpy(v)
         elif not isinstance(v, torch.Tensor):
             raise TypeError(f"transition key {k!r} must be a tensor or an array, got {type(v).__name__}")
         out[k] = v
@@ -50,6 +57,7 @@ class RowRing:
     def __init__(self, rows: int, device: torch.device) -> None:
         self.rows = int(rows)
         self.device = torch.device(device)
+        self._on_cpu = self.device.type == "cpu"
         self.data: Optional[Dict[str, torch.Tensor]] = None
         self.spec: Optional[Spec] = None
 
@@ -64,7 +72,7 @@ class RowRing:
 
     def allocate(self, batch: Dict[str, torch.Tensor]) -> None:
         """Allocate every key's tensor from a batch's shapes and dtypes."""
-        self.spec = {k: (tuple(v.shape[1:]), v.dtype) for k, v in batch.items()}
+        self.spec = {k: (v.shape[1:], v.dtype) for k, v in batch.items()}
         self.data = {
             k: torch.zeros((self.rows,) + shape, dtype=dtype, device=self.device)
             for k, (shape, dtype) in self.spec.items()
@@ -89,18 +97,20 @@ class RowRing:
                 f"{source}: transition keys differ from the storage's: missing {missing}, unexpected {extra} "
                 f"(the storage holds {sorted(self.spec)})"
             )
-        n = None
+        n = -1
+        spec = self.spec
         for k, v in batch.items():
-            shape, dtype = self.spec[k]
-            if v.shape[1:] != shape or v.dtype != dtype:
+            shape, dtype = spec[k]
+            vs = v.shape
+            if vs[1:] != shape or v.dtype != dtype:
                 raise ValueError(
-                    f"{source}: key {k!r} has shape {_shape(v.shape[1:])} and dtype {v.dtype}, "
+                    f"{source}: key {k!r} has shape {_shape(vs[1:])} and dtype {v.dtype}, "
                     f"expected shape {_shape(shape)} and dtype {dtype} (per row)"
                 )
-            if n is None:
-                n = v.shape[0]
-            elif v.shape[0] != n:
-                raise ValueError(f"{source}: key {k!r} has {v.shape[0]} rows, other keys have {n}")
+            if n != vs[0]:
+                if n != -1:
+                    raise ValueError(f"{source}: key {k!r} has {vs[0]} rows, other keys have {n}")
+                n = vs[0]
 
     def copy_in(self, batch: Dict[str, torch.Tensor], pos: int, start: int = 0, n: Optional[int] = None) -> None:
         """Write rows ``start:start+n`` of ``batch`` at ``pos``, wrapping around the end."""
@@ -116,7 +126,7 @@ class RowRing:
 
     def gather(self, idx: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Rows at ``idx`` (one ``index_select`` per key)."""
-        if idx.device != self.device:
+        if self._on_cpu is not (idx.device.type == "cpu"):
             idx = idx.to(self.device)
         return {k: v.index_select(0, idx) for k, v in self.data.items()}
 
@@ -157,8 +167,8 @@ class TransitionStore:
         """Slots that can be written before standard mode refuses."""
         return self.capacity - self.size
 
-    def write(self, batch: Dict[str, torch.Tensor], n: int) -> torch.Tensor:
-        """Write ``n`` transitions (already checked); return the slots written."""
+    def write(self, batch: Dict[str, torch.Tensor], n: int) -> int:
+        """Write ``n`` transitions (already checked); return the first slot written (they wrap around)."""
         if not self.ring.allocated:
             self.ring.allocate(batch)
         start = 0
@@ -168,7 +178,7 @@ class TransitionStore:
         self.ring.copy_in(batch, pos, start, n)
         self.cursor = (pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
-        return (torch.arange(n) + pos) % self.capacity
+        return pos
 
     def gather(self, idx: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Transitions at slots ``idx``."""

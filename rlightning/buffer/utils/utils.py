@@ -39,6 +39,7 @@ __all__ = [
     "default_reward_preprocessor",
     "gae",
     "make_gae_postprocess_fn",
+    "run_postprocess",
 ]
 
 #: Keys of a step dict that come from the EnvRet.
@@ -155,6 +156,30 @@ def default_preprocess_fn(
 def default_postprocess_fn(episode: TensorDict, bootstrap_value: Optional[torch.Tensor] = None) -> TensorDict:
     """Return the finished episode unchanged (the storage already aligned it)."""
     return episode
+
+
+def run_postprocess(
+    fn: Callable, data: Dict[str, torch.Tensor], lengths: np.ndarray, bootstrap_value: Optional[np.ndarray]
+) -> Dict[str, torch.Tensor]:
+    """Apply a postprocess_fn to concatenated finished episodes.
+
+    Uses ``fn.batched(episodes, lengths, bootstrap_value)`` when the function has
+    it (GAE does: one pass for all episodes), else calls ``fn`` per episode.
+
+    Raises:
+        ValueError: the function changed the number of transitions.
+    """
+    n = int(lengths.sum())
+    td = TensorDict._new_unsafe(data, batch_size=torch.Size([n]))
+    boot = None if bootstrap_value is None else torch.from_numpy(bootstrap_value)
+    if hasattr(fn, "batched"):
+        td = fn.batched(td, torch.from_numpy(lengths), boot)
+    else:
+        parts = td.split(lengths.tolist())
+        td = torch.cat([fn(p, bootstrap_value=None if boot is None else boot[e]) for e, p in enumerate(parts)])
+    if td.batch_size[0] != n:
+        raise ValueError(f"postprocess_fn {fn!r} returned {td.batch_size[0]} transitions for {n}; keep the length")
+    return dict(td.items())
 
 
 def gae(
