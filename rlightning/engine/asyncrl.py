@@ -30,7 +30,6 @@ class AsyncRLEngine(BaseEngine):
     """Asynchronous engine: rollout, training and weight sync overlap; policy lag is measured."""
 
     name = "asyncrl"
-    on_policy = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.RLock()
@@ -122,10 +121,6 @@ class AsyncRLEngine(BaseEngine):
         self.env_steps += new
         return {"rollout_env_steps": new}
 
-    def _ready_to_train(self) -> bool:
-        size = int(self.buffer.size)
-        return size >= max(self.config.train.batch_size, 1) and self.env_steps >= self.config.train.learning_starts
-
     def update_dataset(self) -> Dict[str, Any]:
         """Sample one batch per train worker (under the buffer lock)."""
         with self._lock:
@@ -146,19 +141,9 @@ class AsyncRLEngine(BaseEngine):
     def iteration_phases(self) -> Dict[str, Any]:
         """Wait for a chunk, then ``updates_per_iteration`` x (sample, train), then sync."""
         out = self.rollout()
-        if self._stop_requested.is_set() or not self._ready_to_train():
-            out.update(self._lag_metrics())
-            return out
-        train_metrics: Dict[str, list] = {}
-        for _ in range(self.config.train.updates_per_iteration):
-            self.update_dataset()
-            for k, v in self.train().items():
-                if isinstance(v, (int, float)):
-                    train_metrics.setdefault(k, []).append(float(v))
-            if self._stop_requested.is_set():
-                break
-        out.update({k: float(np.mean(v)) for k, v in train_metrics.items()})
-        out.update(self.sync_weights())
+        if not self._stop_requested.is_set() and self._ready_to_train():
+            out.update(self._train_rounds())
+            out.update(self.sync_weights())
         out.update(self._lag_metrics())
         return out
 

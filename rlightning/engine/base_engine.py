@@ -51,12 +51,13 @@ class BaseEngine:
     """
 
     name = "base"
-    on_policy = False
 
     def __init__(
         self, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any, run_dir: Optional[str] = None
     ):
         self.config = config
+        # On-policy (PPO): a rollout buffer, consumed whole each iteration, episodes cut at rollout ends.
+        self.on_policy = config.buffer.type == "rollout"
         self.env_group = env_group
         self.policy_group = policy_group
         self.buffer = buffer
@@ -174,16 +175,32 @@ class BaseEngine:
             result = evaluate_policy(self, num_episodes or self.config.train.eval_episodes)
         return result
 
+    def _ready_to_train(self) -> bool:
+        if self.on_policy:
+            return True
+        size = int(self.buffer.size)
+        return size >= self.config.train.batch_size and self.env_steps >= self.config.train.learning_starts
+
+    def _train_rounds(self) -> Dict[str, Any]:
+        """``updates_per_iteration`` x (update_dataset, train) for off-policy learners, once for on-policy."""
+        rounds = 1 if self.on_policy else self.config.train.updates_per_iteration
+        collected: Dict[str, List[float]] = {}
+        for _ in range(rounds):
+            self.update_dataset()
+            for k, v in self.train().items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    collected.setdefault(k, []).append(float(v))
+            if self._stop_requested.is_set():
+                break
+        return {k: float(np.mean(v)) for k, v in collected.items()}
+
     def iteration_phases(self) -> Dict[str, Any]:
-        """One iteration's phases (engines override)."""
+        """Rollout, then (when enough data is stored) train rounds and a weight sync."""
         out: Dict[str, Any] = {}
         out.update(self.rollout())
-        if self._stop_requested.is_set():
+        if self._stop_requested.is_set() or not self._ready_to_train():
             return out
-        out.update(self.update_dataset())
-        if self._stop_requested.is_set():
-            return out
-        out.update(self.train())
+        out.update(self._train_rounds())
         out.update(self.sync_weights())
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 from typing import Callable, Dict, Iterator, List, Optional, TypeVar
 
 T = TypeVar("T")
@@ -20,11 +21,20 @@ class Registry:
 
     Args:
         name: What the registry holds, used in error messages ("policy", ...).
+        builtins: Module whose import registers the built-in entries; imported on
+            the first lookup, so ``POLICIES.get("ppo")`` works without importing
+            ``rlightning.policy`` first.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, builtins: Optional[str] = None) -> None:
         self.name = name
         self._items: Dict[str, Callable] = {}
+        self._builtins = builtins
+
+    def _load_builtins(self) -> None:
+        if self._builtins is not None:
+            module, self._builtins = self._builtins, None
+            importlib.import_module(module)
 
     def register(self, name: Optional[str] = None, *, override: bool = False) -> Callable[[T], T]:
         """Decorator registering a class or function under ``name`` (default: its ``__name__``).
@@ -56,6 +66,9 @@ class Registry:
         """
         if name in self._items:
             return self._items[name]
+        self._load_builtins()
+        if name in self._items:
+            return self._items[name]
         registered = sorted(self._items)
         near = closest(str(name), registered)
         hint = f" Did you mean {', '.join(repr(n) for n in near)}?" if near else ""
@@ -64,10 +77,12 @@ class Registry:
         )
 
     def names(self) -> List[str]:
-        """Sorted registered names."""
+        """Sorted registered names (built-ins included)."""
+        self._load_builtins()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        self._load_builtins()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
@@ -80,7 +95,7 @@ class Registry:
         return f"Registry({self.name!r}, {self.names()})"
 
 
-BUFFERS = Registry("buffer")
-ENVS = Registry("env")
-POLICIES = Registry("policy")
-ENGINE = Registry("engine")
+BUFFERS = Registry("buffer", builtins="rlightning.buffer")
+ENVS = Registry("env", builtins="rlightning.env")
+POLICIES = Registry("policy", builtins="rlightning.policy")
+ENGINE = Registry("engine", builtins="rlightning.engine")

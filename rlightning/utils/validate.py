@@ -59,7 +59,12 @@ def validate_config(config: MainConfig) -> None:
             )
 
     per_iteration = config.train.rollout_steps * config.env.num_envs * config.env.num_workers
-    on_policy = config.engine == "syncrl"
+    on_policy = config.buffer.type == "rollout"
+    if config.engine == "asyncrl" and on_policy:
+        raise ValueError(
+            "engine 'asyncrl' trains off-policy from a replay buffer, but buffer.type is 'rollout'; "
+            "use buffer.type=replay (SAC, DQN) or engine=syncrl (PPO)"
+        )
     if on_policy:
         if config.buffer.sampler != "all" and config.train.batch_size > per_iteration:
             raise ValueError(

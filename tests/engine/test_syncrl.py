@@ -1,0 +1,91 @@
+import os
+import signal
+
+import pytest
+
+from rlightning.engine import SyncRLEngine
+from tests.engine.conftest import small_ppo
+
+
+def test_phases_one_cell_at_a_time(tmp_path, build):
+    e = build(small_ppo(tmp_path)).engine
+    assert isinstance(e, SyncRLEngine) and e.on_policy
+    out = e.rollout()
+    assert out["rollout_env_steps"] == 32 * 8 and e.env_steps == 256
+    assert e.buffer.stats()["size"] > 0
+    assert e.update_dataset()["batch_size"] > 0
+    metrics = e.train()
+    assert {"policy_loss", "value_loss", "entropy"} <= set(metrics)
+    v0 = e.policy_group.weight_version
+    assert e.sync_weights()["weight_version"] == v0 + 1
+
+
+def test_step_records_metrics_timing_and_jsonl(tmp_path, build):
+    e = build(small_ppo(tmp_path)).engine
+    m = e.step()
+    assert m["iteration"] == 1 and m["env_steps"] == 256 and m["env_steps_per_sec"] > 0
+    assert "episode_return_mean" in m and "policy_loss" in m
+    rec = e.timing.records[0]
+    for key in ("rollout", "update_dataset", "train", "sync_weights", "env_step", "inference", "buffer_add"):
+        assert rec[key] > 0, key
+    assert (e.run_dir / "metrics.jsonl").read_text().count("\n") == 1
+    assert e.phase == "idle"
+
+
+def test_run_limits_and_callbacks(tmp_path, build):
+    e = build(small_ppo(tmp_path)).engine
+    assert len(e.run(iterations=2)) == 2 and e.iteration == 2
+    seen = []
+    history = e.run(iterations=5, callbacks=[lambda eng, m: seen.append(m["iteration"]) or False])
+    assert len(history) == 1 and seen == [3]
+    history = e.run(iterations=10, env_steps=e.env_steps + 300)
+    assert len(history) == 2
+    history = e.run(iterations=10, until_return=-1.0)
+    assert len(history) == 1
+
+
+def test_interrupt_stops_cleanly_between_phases(tmp_path, build):
+    e = build(small_ppo(tmp_path)).engine
+
+    def interrupt(engine, metrics):
+        os.kill(os.getpid(), signal.SIGINT)
+
+    history = e.run(iterations=4, callbacks=[interrupt])
+    assert len(history) == 1 and e.iteration == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert len(e.run(iterations=1)) == 1  # usable again afterwards
+
+
+def test_stop_flag_breaks_a_rollout(tmp_path, build):
+    e = build(small_ppo(tmp_path)).engine
+    e.stop()
+    e._stop_requested.set()
+    out = e.iteration_phases()
+    assert out["rollout_env_steps"] == 8  # one step, then the flag was seen
+    assert "policy_loss" not in out
+
+
+def test_closed_engine_refuses_to_step(tmp_path, build):
+    e = build(small_ppo(tmp_path)).engine
+    e.close()
+    e.close()  # idempotent
+    with pytest.raises(RuntimeError, match="engine is closed"):
+        e.step()
+
+
+@pytest.mark.ray
+def test_remote_workers_smoke(tmp_path, build, ray_runtime, remote_flags):
+    parts = build(small_ppo(tmp_path, True))
+    assert parts.env_group.stats()["remote"] is True
+    m = parts.engine.step()
+    assert m["env_steps"] == 256 and m["weight_version"] == 2
+    before = {a["name"] for a in _alive_actor_names()}
+    parts.engine.close()
+    after = {a["name"] for a in _alive_actor_names()}
+    assert len(after) < len(before)
+
+
+def _alive_actor_names():
+    from ray.util.state import list_actors
+
+    return [{"name": a.class_name} for a in list_actors(filters=[("state", "=", "ALIVE")])]
