@@ -367,8 +367,9 @@ class BaseEngine:
         self.policy_group.load_checkpoint(str(Path(path) / "policy.pt"))
         self.policy_group.sync_weights()
         data = load_buffer_data(Path(path))
-        if data is not None and hasattr(self.buffer, "load_data"):
-            self.buffer.load_data(data)
+        if data is not None:
+            self.buffer.clear()
+            self.buffer.extend(data)
         self.iteration = state["iteration"]
         self.env_steps = state["env_steps"]
         self.episodes = state["episodes"]
