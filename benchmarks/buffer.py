@@ -124,7 +124,7 @@ def paired(ours: Callable[[], None], limit: Callable[[], None], iters: int, reps
 def local_case(name: str, make_chunk: Callable[[int], Dict], capacity: int, reps: int) -> Tuple[List[tuple], dict]:
     chunk = make_chunk(CHUNK)
     limit = PlainLimit(capacity, chunk)
-    storage = Storage(capacity, "circular", "transition", [], "cpu", seed=0)
+    storage = Storage(capacity, "circular", "transition", [], "cpu")  # unseeded: the same RNG as the limit
     fill_iters = max(1, capacity // CHUNK)
     for _ in range(fill_iters):  # fill both once: sampling then reads a full buffer
         limit.add(chunk)

@@ -51,9 +51,10 @@ def test_remote_shards_take_refs_and_sample_per_worker(ray_runtime, remote_flags
         stats = buf.stats()
         assert stats["remote"] and [s["env_ids"] for s in stats["shards"]] == [["Fake-0", "Fake-2"], ["Fake-1"]]
         bad = envs[0].step()
+        resp = respond(bad)
         bad.observation = bad.observation[:, :2]
         with pytest.raises(ValueError, match=r"env 'Fake-0': observation has shape \(2, 2\)"):
-            buf.add_transition(bad, respond(envs[1].step()))
+            buf.add_transition(bad, resp)  # the actor's ValueError reaches the caller as a ValueError
         with pytest.raises(KeyError, match=r"unknown env 'ghost'"):
             buf.truncate_episodes(["ghost"])
         assert buf.get_size() == len(data)

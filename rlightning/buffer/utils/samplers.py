@@ -45,10 +45,10 @@ class Sampler:
 
     def __init__(self, capacity: int, seed: Optional[int] = None) -> None:
         self.capacity = int(capacity)
-        self.generator = torch.Generator()
-        if seed is None:
-            self.generator.seed()
-        else:
+        # Unseeded samplers use torch's global generator (slightly cheaper per draw).
+        self.generator: Optional[torch.Generator] = None
+        if seed is not None:
+            self.generator = torch.Generator()
             self.generator.manual_seed(int(seed))
 
     def sample(self, n: int, size: int) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:

@@ -331,9 +331,9 @@ class Storage(StorageReadMixin):
         batch = as_tensor_dict(transitions)
         self.store.ring.check(batch, "extend")
         n = next(iter(batch.values())).shape[0] if batch else 0
-        self._check_room(n, 0, "extend")
-        self._write(batch, n, None)
-        self._timer.add("extend", time.perf_counter() - t0)
+        if self.mode == "standard":
+            self._check_room(n, 0, "extend")
+        self._write(batch, n, None, t0, "extend")
         return self.store.size
 
     # ------------------------------------------------------------------ truncation
@@ -393,26 +393,33 @@ class Storage(StorageReadMixin):
         self.store.ring.check(data, f"env {finished.env_id!r}")
         self._write(data, finished.num_transitions, finished.lengths)
 
-    def _write(self, batch: Dict[str, torch.Tensor], n: int, lengths: Optional[np.ndarray]) -> None:
+    def _write(
+        self,
+        batch: Dict[str, torch.Tensor],
+        n: int,
+        lengths: Optional[np.ndarray],
+        t0: Optional[float] = None,
+        op: str = "write",
+    ) -> None:
         if n == 0:
             return
-        t0 = time.perf_counter()
+        t0 = t0 or time.perf_counter()
+        prioritized = self.sampler.name == "prioritized"
         if self.unit == "transition":
-            pos = self.store.cursor
-            self.store.write(batch, n)
-            if self.sampler.name == "prioritized":
+            pos = self.store.write(batch, n)
+            if prioritized:
                 self.sampler.on_write((torch.arange(min(n, self.capacity)) + pos) % self.capacity)
+            if lengths is not None:
+                starts = self._lifetime_transitions + np.cumsum(lengths) - lengths
+                self._ep_starts.extend(starts.tolist())
         else:
             slots = self.store.write(batch, lengths)
-            if self.sampler.name == "prioritized":
+            if prioritized:
                 self.sampler.on_write(slots)
-        if lengths is not None and self.unit == "transition":
-            starts = self._lifetime_transitions + np.cumsum(lengths) - lengths
-            self._ep_starts.extend(starts.tolist())
         self._lifetime_transitions += n
         now = time.perf_counter()
         self._rate.append((now, self._lifetime_transitions))
-        self._timer.add("write", now - t0)
+        self._timer.add(op, now - t0)
 
     # ------------------------------------------------------------------ state
 
