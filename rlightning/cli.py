@@ -88,7 +88,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from rlightning.utils.builders import build_run
     from rlightning.utils.logger import set_level
 
+    from rlightning.utils.validate import validate_config
+
     set_level(cfg.log.level if not args.quiet else "WARNING")
+    validate_config(cfg)  # before Ray starts: a bad config fails in a second
     started = _start_ray(cfg)
     engine = None
     try:
