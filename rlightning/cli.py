@@ -87,7 +87,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg.log.progress = False
     from rlightning.utils.builders import build_run
     from rlightning.utils.logger import set_level
-
     from rlightning.utils.validate import validate_config
 
     set_level(cfg.log.level if not args.quiet else "WARNING")
