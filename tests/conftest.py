@@ -41,3 +41,20 @@ def remote_flags():
 
     yield set_flags
     InternalFlag.set(**{k: v for k, v in before.items()})
+
+
+@pytest.fixture
+def build():
+    """Build a run from a config; closes every engine built by the test."""
+    from rlightning.utils.builders import build_run
+
+    engines = []
+
+    def _build(cfg):
+        parts = build_run(cfg)
+        engines.append(parts.engine)
+        return parts
+
+    yield _build
+    for e in engines:
+        e.close()

@@ -1,7 +1,7 @@
 import pytest
 
 from rlightning.engine import AsyncRLEngine
-from tests.engine.conftest import small_sac
+from tests.support.configs import small_sac
 
 
 def _async(tmp_path, remote=False, *extra):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlightning.engine.checkpoint import CheckpointError, load_engine_files
-from tests.engine.conftest import small_ppo
+from tests.support.configs import small_ppo
 
 
 def test_save_and_load_continue_counters_and_curve(tmp_path, build):
@@ -92,7 +92,7 @@ def test_checkpoint_config_is_validated(tmp_path, build):
 KILLED_RUN = """
 import os, signal, sys
 from rlightning.utils.builders import build_run
-from tests.engine.conftest import small_ppo
+from tests.support.configs import small_ppo
 from pathlib import Path
 cfg = small_ppo(Path(sys.argv[1]), False, "train.checkpoint_interval=2", "log.name=killed")
 engine = build_run(cfg).engine

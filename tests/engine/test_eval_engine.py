@@ -1,5 +1,5 @@
 from rlightning.engine import EvalEngine
-from tests.engine.conftest import small_ppo
+from tests.support.configs import small_ppo
 
 
 def test_eval_engine_plays_deterministic_episodes(tmp_path, build):

@@ -4,7 +4,7 @@ import signal
 import pytest
 
 from rlightning.engine import SyncRLEngine
-from tests.engine.conftest import small_ppo
+from tests.support.configs import small_ppo
 
 
 def test_phases_one_cell_at_a_time(tmp_path, build):
