@@ -22,6 +22,7 @@ from tensordict import TensorDict
 from rlightning.buffer.sharding import as_items, cat_parts, create_storages, merge_stats, pair_items, split_batch
 from rlightning.buffer.utils import BufferView, EpisodeTable
 from rlightning.buffer.utils.preprocessors import ComposePreprocessor, RunningMeanStdPreprocessor
+from rlightning.buffer.utils.tensor_store import unpack_tensordicts
 from rlightning.buffer.utils.timing import OpTimer
 from rlightning.buffer.utils.utils import (
     default_env_ret_preprocess_fn,
@@ -208,6 +209,13 @@ class DataBuffer:
             raise KeyError(f"unknown env {env_id!r}: the buffer knows {sorted(table.get_env_to_storage())}")
         return table.get_storage_idx_for_env(env_id)
 
+    def _submit_data(self, shard: int, method: str, *args: Any) -> Any:
+        """Submit a call whose results hold TensorDicts; remote shards send them as numpy (see `_unpack`)."""
+        handle = self._handles[shard]
+        if handle.is_remote:
+            return handle.submit("call_packed", method, *args)
+        return handle.submit(method, *args)
+
     def _dispatch(self, calls: Dict[int, tuple], values: List[Any]) -> None:
         """Submit ``method(*args)`` per shard, resolving refs first when shards are local; update sizes."""
         if not self.is_remote and any(is_object_ref(v) for v in values):
@@ -283,6 +291,9 @@ class DataBuffer:
             shard = self._next_episode_shard % self.num_storages
             self._next_episode_shard += 1
         kwargs["env_id"] = env_id or "episode"
+        if self._handles[shard].is_remote:  # numpy travels through Ray far cheaper than torch tensors
+            items = episode.items() if isinstance(episode, (dict, TensorDict)) else ()
+            episode = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in items} or episode
         self._sizes[shard] = self._handles[shard].call("add_episode", episode, num_envs, **kwargs)
 
     def extend(self, transitions: Union[Dict, TensorDict]) -> None:
@@ -358,10 +369,9 @@ class DataBuffer:
                 shard_batch.update(dict(zip(shards, shares)))
         shards = [s for s in range(self.num_storages) if s2w[s] and (not sized or shard_batch.get(s))]
         futures = [
-            self._handles[s].submit("sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample)
-            for s in shards
+            self._submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample) for s in shards
         ]
-        results = resolve(futures)
+        results = unpack_tensordicts(resolve(futures))
         per_worker: List[List[TensorDict]] = [[] for _ in range(table.num_train_workers)]
         for s, parts in zip(shards, results):
             if self.clear_after_sample:
@@ -398,7 +408,7 @@ class DataBuffer:
         futures = []
         for s in torch.unique(shard).tolist():
             sel = shard == s
-            futures.append(self._handles[int(s)].submit("update_priorities", index[sel], priority[sel]))
+            futures.append(self._handles[int(s)].submit("update_priorities", index[sel].numpy(), priority[sel].numpy()))
         resolve(futures)
 
     # ------------------------------------------------------------------ state
@@ -426,7 +436,7 @@ class DataBuffer:
     def get_data(self) -> TensorDict:
         """Every stored transition of every shard, concatenated (a copy)."""
         self._require_init()
-        parts = resolve([h.submit("get_data") for h in self._handles])
+        parts = unpack_tensordicts(resolve([self._submit_data(s, "get_data") for s in range(self.num_storages)]))
         parts = [p for p in parts if p.batch_size[0] > 0]
         return torch.cat(parts, 0) if parts else TensorDict({}, batch_size=[0])
 
@@ -437,7 +447,7 @@ class DataBuffer:
     def sample_rows(self, n: int = 5) -> TensorDict:
         """A few recently stored transitions (for display)."""
         self._require_init()
-        parts = resolve([h.submit("sample_rows", n) for h in self._handles])
+        parts = unpack_tensordicts(resolve([self._submit_data(s, "sample_rows", n) for s in range(self.num_storages)]))
         parts = [p for p in parts if p.batch_size[0] > 0]
         if not parts:
             return TensorDict({}, batch_size=[0])

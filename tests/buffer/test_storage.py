@@ -457,3 +457,11 @@ def test_clear_keeps_episodes_in_progress_reset_forgets_them():
     assert len(st) == 0 and st.stats()["in_progress"] == 2 and st.stats()["episodes"] == 0
     st.reset()
     assert st.stats()["in_progress"] == 0
+
+
+def test_call_packed_sends_numpy_both_ways():
+    st = make_storage()
+    st.extend({"x": torch.arange(5)})
+    packed = st.call_packed("sample_parts", 2, 2)
+    assert [type(p["data"]["x"]).__name__ for p in packed] == ["ndarray", "ndarray"]
+    assert st.call_packed("get_size") == 5

@@ -54,3 +54,18 @@ def test_as_tensor_dict_zero_copy_and_type_error():
     assert as_tensor_dict({"a": a})["a"].data_ptr() == torch.from_numpy(a).data_ptr()
     with pytest.raises(TypeError, match=r"transition key 'a' must be a tensor or an array, got list"):
         as_tensor_dict({"a": [1, 2]})
+
+
+def test_pack_unpack_round_trip_copies_read_only_arrays():
+    from tensordict import TensorDict
+
+    from rlightning.buffer.utils.tensor_store import pack_tensordicts, unpack_tensordicts
+
+    td = TensorDict({"a": torch.arange(3), "b": torch.ones(3, 2, dtype=torch.bool)}, [3])
+    packed = pack_tensordicts([[td, td[:1]], torch.arange(2), 5])
+    packed[0][0]["data"]["a"].flags.writeable = False  # as if read from Ray's object store
+    out = unpack_tensordicts(packed)
+    assert (out[0][0] == td).all() and out[0][1].batch_size[0] == 1
+    assert out[1].tolist() == [0, 1] and out[2] == 5
+    out[0][0]["a"].add_(1)  # writable copies
+    assert td["a"].tolist() == [0, 1, 2]

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rlightning.buffer.utils.tensor_store import pack_tensordicts, unpack_tensordicts
+
 __all__ = ["StorageReadMixin"]
 
 
@@ -148,6 +150,15 @@ class StorageReadMixin:
         rows = self.store.ordered_slots() if self.unit == "transition" else self.store.ordered_rows()
         rows = rows[max(0, rows.shape[0] - int(n)) :]
         return _td(self.store.ring.gather(rows), torch.Size([rows.shape[0]]))
+
+    def call_packed(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call ``method`` with arguments and results as numpy dicts (how remote shards talk to the driver).
+
+        Torch tensors pickle slowly; a TensorDict of numpy arrays travels through Ray cheaply.
+        """
+        args = tuple(unpack_tensordicts(a) for a in args)
+        kwargs = {k: unpack_tensordicts(v) for k, v in kwargs.items()}
+        return pack_tensordicts(getattr(self, method)(*args, **kwargs))
 
     def view(self) -> Any:
         """A read-only `BufferView` of everything stored."""

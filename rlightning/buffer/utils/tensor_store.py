@@ -13,12 +13,13 @@ slice writes and one ``index_select`` per key for gathers. On top of it:
 from __future__ import annotations
 
 import warnings
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
+from tensordict import TensorDict
 
-__all__ = ["RowRing", "TransitionStore", "EpisodeStore", "as_tensor_dict"]
+__all__ = ["RowRing", "TransitionStore", "EpisodeStore", "as_tensor_dict", "pack_tensordicts", "unpack_tensordicts"]
 
 Spec = Dict[str, Tuple[Tuple[int, ...], torch.dtype]]
 
@@ -40,6 +41,37 @@ def as_tensor_dict(batch: Mapping) -> Dict[str, torch.Tensor]:
             raise TypeError(f"transition key {k!r} must be a tensor or an array, got {type(v).__name__}")
         out[k] = v
     return out
+
+
+def _pack_one(value: Any) -> Any:
+    if isinstance(value, TensorDict):
+        return {"__td__": tuple(value.batch_size), "data": {k: v.cpu().numpy() for k, v in value.items()}}
+    if isinstance(value, torch.Tensor):
+        return {"__tensor__": value.cpu().numpy()}
+    return value
+
+
+def _unpack_one(value: Any) -> Any:
+    if isinstance(value, dict) and "__td__" in value:
+        data = {k: torch.from_numpy(np.array(v)) for k, v in value["data"].items()}
+        return TensorDict._new_unsafe(data, batch_size=torch.Size(value["__td__"]))
+    if isinstance(value, dict) and "__tensor__" in value:
+        return torch.from_numpy(np.array(value["__tensor__"]))
+    return value
+
+
+def pack_tensordicts(value: Any) -> Any:
+    """TensorDicts and tensors (alone or in a list) as numpy dicts: pickling torch tensors is slow, numpy is cheap."""
+    if isinstance(value, list):
+        return [pack_tensordicts(v) for v in value]
+    return _pack_one(value)
+
+
+def unpack_tensordicts(value: Any) -> Any:
+    """Inverse of `pack_tensordicts`; arrays are copied (those read from Ray's object store are read-only)."""
+    if isinstance(value, list):
+        return [unpack_tensordicts(v) for v in value]
+    return _unpack_one(value)
 
 
 def _shape(s) -> str:
