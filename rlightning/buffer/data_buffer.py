@@ -210,7 +210,7 @@ class DataBuffer:
         return table.get_storage_idx_for_env(env_id)
 
     def _submit_data(self, shard: int, method: str, *args: Any) -> Any:
-        """Submit a call whose results hold TensorDicts; remote shards send them as numpy (see `_unpack`)."""
+        """Submit a call whose results hold TensorDicts; remote shards send them as numpy (`unpack_tensordicts`)."""
         handle = self._handles[shard]
         if handle.is_remote:
             return handle.submit("call_packed", method, *args)
@@ -258,9 +258,9 @@ class DataBuffer:
         triples = pair_items(as_items(env_rets, "env_rets"), as_items(policy_resps, "policy_resps"))
         groups: Dict[int, tuple] = {}
         for env_id, env_ret, resp in triples:
-            groups.setdefault(self._shard_of(env_id), ([], []))
-            groups[self._shard_of(env_id)][0].append(env_ret)
-            groups[self._shard_of(env_id)][1].append(resp)
+            envs, resps = groups.setdefault(self._shard_of(env_id), ([], []))
+            envs.append(env_ret)
+            resps.append(resp)
         calls = {s: ("add_transitions_flat", (len(es), *es, *rs)) for s, (es, rs) in groups.items()}
         self._dispatch(calls, [x for _, e, r in triples for x in (e, r)])
         self._timer.add("add_batched_transition", time.perf_counter() - t0)

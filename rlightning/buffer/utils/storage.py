@@ -302,19 +302,11 @@ class Storage(StorageReadMixin):
             data, lengths, boot = episode_to_transitions(episode, num_envs, bootstrap_value)
             self._check_room(int(lengths.sum()), int(lengths.shape[0]), "add_episode")
             finished = FinishedEpisodes(env_id, data, lengths, np.arange(lengths.shape[0]), boot)
-            self._store_finished(finished, check_first=True)
-            ends = np.cumsum(lengths) - 1
-            rewards = np.split(to_numpy(data["reward"]).astype(np.float64), ends[:-1] + 1)
-            for e, end in enumerate(ends):
-                if bool(to_numpy(data["done"])[end]):
-                    self._recent.append(
-                        {
-                            "env_id": env_id,
-                            "return": float(rewards[e].sum()),
-                            "length": int(lengths[e]),
-                            "time": time.time(),
-                        }
-                    )
+            self._store_finished(finished)
+            returns = np.add.reduceat(to_numpy(data["reward"]).astype(np.float64), np.cumsum(lengths) - lengths)
+            now = time.time()
+            for ret, length in zip(returns.tolist(), lengths.tolist()):
+                self._recent.append({"env_id": env_id, "return": ret, "length": length, "time": now})
         return self.size
 
     def extend(self, transitions: Union[Dict, TensorDict]) -> int:
@@ -384,7 +376,7 @@ class Storage(StorageReadMixin):
 
     # ------------------------------------------------------------------ writing
 
-    def _store_finished(self, finished: FinishedEpisodes, check_first: bool = False) -> None:
+    def _store_finished(self, finished: FinishedEpisodes) -> None:
         data = as_tensor_dict(finished.data)
         if self.postprocess_fn is not default_postprocess_fn:
             t0 = time.perf_counter()
