@@ -234,8 +234,9 @@ class BaseEngine:
 
     def _episode_metrics(self) -> Dict[str, Any]:
         stats = self.env_group.stats()
-        returns = list(stats.get("recent_returns", []))[-100:]
-        lengths = list(stats.get("recent_lengths", []))[-100:]
+        window = self.config.train.return_window
+        returns = list(stats.get("recent_returns", []))[-window:]
+        lengths = list(stats.get("recent_lengths", []))[-window:]
         self.episodes = int(stats.get("episodes", self.episodes))
         out: Dict[str, Any] = {"episodes": self.episodes, "env_restarts": int(stats.get("total_restarts", 0))}
         if returns:

@@ -228,7 +228,9 @@ class TrainConfig(_Config):
     total_env_steps: Optional[int] = Field(None, ge=1)
     """Stop once this many env steps are collected (None: ``iterations`` decides)."""
     target_return: Optional[float] = None
-    """Stop once the mean return of recent episodes reaches this."""
+    """Stop once the mean return of the last ``return_window`` episodes reaches this."""
+    return_window: int = Field(20, ge=1)
+    """Episodes averaged into ``episode_return_mean`` (and checked against ``target_return``)."""
     eval_interval: int = Field(0, ge=0)
     """Run an evaluation every this many iterations (0: never)."""
     eval_episodes: int = Field(10, ge=1)
