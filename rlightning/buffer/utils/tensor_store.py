@@ -146,15 +146,20 @@ class RowRing:
 
     def copy_in(self, batch: Dict[str, torch.Tensor], pos: int, start: int = 0, n: Optional[int] = None) -> None:
         """Write rows ``start:start+n`` of ``batch`` at ``pos``, wrapping around the end."""
-        first_key = next(iter(batch))
-        n = batch[first_key].shape[0] - start if n is None else n
+        total = batch[next(iter(batch))].shape[0]
+        n = total - start if n is None else n
         first = min(n, self.rows - pos)
+        end = pos + first
+        if n == first and start == 0 and n == total:  # the common case: the whole batch, no wrap
+            for k, dst in self.data.items():
+                dst[pos:end].copy_(batch[k])
+            return
         rest = n - first
         for k, dst in self.data.items():
             src = batch[k]
-            dst[pos : pos + first].copy_(src[start : start + first], non_blocking=True)
+            dst[pos:end].copy_(src[start : start + first])
             if rest:
-                dst[:rest].copy_(src[start + first : start + n], non_blocking=True)
+                dst[:rest].copy_(src[start + first : start + n])
 
     def gather(self, idx: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Rows at ``idx`` (one ``index_select`` per key)."""
