@@ -19,6 +19,7 @@ the mixins in ``policy_comm`` and ``checkpoint``.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from enum import StrEnum
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -93,6 +94,9 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
         self._rollout_calls = 0
         self._rollout_rows = 0
         self._last_metrics: Dict[str, float] = {}
+        # Held while acting and while weights are replaced: an actor with max_concurrency > 1 runs
+        # rollouts and syncs in different threads, and a response's weight_version must match its weights.
+        self._weights_lock = threading.RLock()
         self._init_comm_state()
         if in_ray_actor():
             self.setup_resources(num_cpus=ray_assigned_cpus() or 1.0, gpu_ids=ray_gpu_ids())
@@ -285,7 +289,9 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
         batch = obs_list[0] if len(obs_list) == 1 else np.concatenate(obs_list, axis=0)
         if not batch.flags.writeable:  # zero-copy from the Ray object store; torch wants writable memory
             batch = batch.copy()
-        out = self.compute_actions(batch, deterministic=self.deterministic)
+        with self._weights_lock:
+            out = self.compute_actions(batch, deterministic=self.deterministic)
+            version = self.weight_version
         total = batch.shape[0]
         for key, value in out.items():
             if np.shape(value)[:1] != (total,):
@@ -298,7 +304,7 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
             data = {k: v[start : start + n] for k, v in out.items()}
             start += n
             resp = PolicyResponse(
-                env_id=env_ret.env_id, weight_version=self.weight_version, ts_env_sent_ns=env_ret.ts_env_sent_ns, **data
+                env_id=env_ret.env_id, weight_version=version, ts_env_sent_ns=env_ret.ts_env_sent_ns, **data
             )
             resp = self.postprocess(env_ret, resp) or resp
             responses.append(resp.mark_policy_sent())
@@ -361,14 +367,14 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
             shape = tuple(np.shape(state_dict[name]))
             if shape != tuple(tensor.shape):
                 raise ValueError(f"load_state_dict: {name!r} has shape {shape}, the network has {tuple(tensor.shape)}")
-        with torch.no_grad(), warnings.catch_warnings():
+        with self._weights_lock, torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # read-only numpy from the object store
             for name, tensor in named.items():
                 value = state_dict[name]
                 src = torch.from_numpy(np.asarray(value)) if not isinstance(value, torch.Tensor) else value
                 tensor.copy_(src)
-        if weight_version is not None:
-            self.weight_version = int(weight_version)
+            if weight_version is not None:
+                self.weight_version = int(weight_version)
         return self.weight_version
 
     def copy_weights_from(self, other: BasePolicy, weight_version: Optional[int] = None) -> int:

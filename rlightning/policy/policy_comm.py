@@ -151,11 +151,12 @@ class PolicyCommMixin:
             self._flat.pack(named)
         for buf in self._flat.ordered_buffers():
             dist.broadcast(buf, src=0, group=self._comm.bcast_group)
-        if not send:
-            self._flat.unpack(named)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.weight_version = int(weight_version)
+        with self._weights_lock:  # receive into the flat buffer first, then swap in under the lock
+            if not send:
+                self._flat.unpack(named)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.weight_version = int(weight_version)
         return self.weight_version
 
     def broadcast_weights(self, weight_version: int) -> int:

@@ -100,11 +100,11 @@ class PolicyGroup:
         why it differs from ``config.weight_sync`` when it does.
 
         Returns:
-            The effective strategy: ``none``, ``local_copy``, ``object_store`` or ``collective``.
+            The effective strategy: ``none``, ``local_copy``, ``colocated``, ``object_store`` or ``collective``.
         """
         train0 = self.train_workers[0] if self.train_workers else None
         effective, reason = plan_weight_sync(self.config.weight_sync, train0, self.eval_workers, self.is_colocated)
-        if reason and effective not in ("none", "local_copy") and effective != self.config.weight_sync:
+        if reason and effective not in ("none", "local_copy", "colocated") and effective != self.config.weight_sync:
             logger.warning("weight_sync=%r falls back to %r: %s", self.config.weight_sync, effective, reason)
         self._sync_plan = {"configured": self.config.weight_sync, "effective": effective, "reason": reason}
         return effective

@@ -38,7 +38,8 @@ def plan_weight_sync(
         is_colocated: Comm groups hold train workers only (no collective sync).
 
     Returns:
-        (effective, reason): ``none``, ``local_copy``, ``object_store`` or ``collective``,
+        (effective, reason): ``none``, ``local_copy`` / ``colocated`` (the same direct copy),
+        ``object_store`` or ``collective``,
         and why it differs from ``configured`` (empty when it does not).
 
     Raises:
@@ -50,8 +51,9 @@ def plan_weight_sync(
         return "none", "no eval workers: train worker 0 answers rollouts itself"
     remote = [train0.is_remote] + [e.is_remote for e in evals]
     if not any(remote):
-        reason = "" if configured == "colocated" else "all workers are in this process: direct copy"
-        return "local_copy", reason
+        if configured == "colocated":
+            return "colocated", ""
+        return "local_copy", "all workers are in this process: direct copy"
     if configured == "colocated":
         return "object_store", "colocated needs eval and train in one process; these are separate Ray actors"
     if configured == "collective":
@@ -102,11 +104,11 @@ class LocalCopySync(WeightSync):
     name = "local_copy"
 
     def push(self, version: int) -> None:
+        if self.train[0].is_remote or any(e.is_remote for e in self.evals):  # never planned this way
+            raise RuntimeError("a direct-copy weight sync needs train rank 0 and the eval workers in this process")
         futures = self._other_train_versions(version)
         src = self.train[0].worker
         src.set_weight_version(version)
-        if self.train[0].is_remote:  # not planned this way, but keep it correct
-            raise RuntimeError("local_copy sync needs train rank 0 in this process")
         for e in self.evals:
             e.worker.copy_weights_from(src, version)
         resolve(futures)
@@ -167,4 +169,7 @@ class CollectiveSync(WeightSync):
 def make_weight_sync(effective: str, train: List[WorkerHandle], evals: List[WorkerHandle]) -> WeightSync:
     """The strategy object for an effective sync name from `plan_weight_sync`."""
     classes = {c.name: c for c in (NoEvalSync, LocalCopySync, ObjectStoreSync, CollectiveSync)}
-    return classes[effective](train, evals)
+    classes["colocated"] = LocalCopySync
+    sync = classes[effective](train, evals)
+    sync.name = effective
+    return sync

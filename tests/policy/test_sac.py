@@ -42,8 +42,8 @@ def test_unbounded_box_is_rejected():
 
 
 def test_actions_stay_in_the_box_and_deterministic_is_repeatable():
-    meta = EnvMeta("e", gym.spaces.Box(np.array([0.0, -3.0]), np.array([1.0, -1.0]), dtype=np.float32),
-                   CONTINUOUS_META.observation_space, 1)  # fmt: skip
+    box = gym.spaces.Box(np.array([0.0, -3.0], np.float32), np.array([1.0, -1.0], np.float32), dtype=np.float32)
+    meta = EnvMeta("e", box, CONTINUOUS_META.observation_space, 1)
     policy = make(meta)
     resp = policy.rollout_step(env_ret("e", num_envs=256, obs_dim=3))
     assert resp.action.shape == (256, 2) and resp.action.dtype == np.float32

@@ -25,7 +25,7 @@ LOCAL, REMOTE = FakeHandle(False), FakeHandle(True)
     [
         ("object_store", LOCAL, [], False, "none", "no eval workers"),
         ("collective", LOCAL, [LOCAL], False, "local_copy", "all workers are in this process"),
-        ("colocated", LOCAL, [LOCAL, LOCAL], False, "local_copy", ""),
+        ("colocated", LOCAL, [LOCAL, LOCAL], False, "colocated", ""),
         ("object_store", REMOTE, [REMOTE], False, "object_store", ""),
         ("object_store", LOCAL, [REMOTE], False, "object_store", ""),
         ("collective", REMOTE, [REMOTE, REMOTE], False, "collective", ""),
@@ -66,10 +66,10 @@ def test_colocated_strategy_copies_in_process():
     config = PolicyConfig(hidden_sizes=[16], weight_sync="colocated")
     group = PolicyGroup([PPOPolicy(config)], [PPOPolicy(config, role_type=PolicyRole.EVAL)], config)
     group.init_placement_info(is_colocated=True)
-    assert group.init_weight_buffer() == "local_copy"
+    assert group.init_weight_buffer() == "colocated"
     group.construct_network(DISCRETE_META, seed=0)
     _train_sync_check(group, [ppo_dataset()])
-    assert group.stats()["weight_sync"] == {"configured": "colocated", "effective": "local_copy", "reason": ""}
+    assert group.stats()["weight_sync"] == {"configured": "colocated", "effective": "colocated", "reason": ""}
 
 
 @pytest.mark.ray
