@@ -9,8 +9,8 @@ all 2 x N sub-environments in one process.
 
 Random actions are drawn once, before timing, and replayed the same way in
 every loop (for the group, as ready-made PolicyResponses), so the figures
-compare stepping alone. Each figure is the best of a few repetitions, limit
-and ours measured alternately.
+compare stepping alone. Each figure is the best of many short runs (robust
+to a busy machine), limit and ours measured alternately.
 
     .venv/bin/python benchmarks/env.py              # all figures
     .venv/bin/python benchmarks/env.py --quick      # shorter timings
@@ -144,8 +144,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--no-ray", action="store_true", help="local figures only")
     parser.add_argument("--seconds", type=float, default=None, help="seconds per timed run")
     args = parser.parse_args(argv)
-    seconds = args.seconds or (0.3 if args.quick else 1.0)
-    reps = 2 if args.quick else 3
+    seconds = args.seconds or (0.1 if args.quick else 0.25)
+    reps = 3 if args.quick else 9
 
     print(f"EnvGroup env steps/s on {ENV}, random actions; limit = fastest make_vec in one process")
     print(f"{'config':<16} {'ours':>12} {'limit':>12} {'vector_ep':>12} {'sync':>12} {'ratio':>8}")

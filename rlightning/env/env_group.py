@@ -22,8 +22,9 @@ it is never stored as complete), and the restart is counted in `stats`.
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -67,6 +68,7 @@ class EnvGroup:
         self._restarted: List[str] = []
         self._last_seed: Optional[int] = None
         self._stats = GroupStats(self.env_ids)
+        self._total_envs = sum(slot.num_envs for slot in self._slots)
 
     # ------------------------------------------------------------------ properties
 
@@ -237,29 +239,27 @@ class EnvGroup:
             KeyError: an unknown env id (the valid ones listed).
             ValueError: an id given twice, an id with a step in flight, or an action outside the action space.
         """
-        pairs = self._route(policy_resps)
-        if not pairs:
+        ids, slots, resps = self._route(policy_resps)
+        if not slots:
             return BatchedData([], [])
-        slots = [slot for slot, _ in pairs]
         if return_refs and self._remote:
-            values = self._step_refs(pairs)
+            values = self._step_refs(slots, resps)
         else:
-            futures = [slot.handle.submit("step", resp) for slot, resp in pairs]
-            values = self._resolve_recovering(slots, futures)
+            values = self._resolve_recovering(slots, [s.handle.submit("step", r) for s, r in zip(slots, resps)])
             self._stats.add_env_rets(values)
-        self._stats.add_steps(sum(slot.num_envs for slot in slots))
-        return BatchedData([slot.env_id for slot in slots], values)
+        self._stats.add_steps(self._total_envs if len(slots) == len(self._slots) else sum(s.num_envs for s in slots))
+        return BatchedData(ids, values)
 
-    def _step_refs(self, pairs: List[tuple]) -> List[Any]:
+    def _step_refs(self, slots: List[WorkerSlot], resps: List[Any]) -> List[Any]:
         """Step remote workers with two returns each: the EnvRet stays remote, the episode report comes here."""
         env_refs: List[Any] = []
         report_refs: List[Any] = []
-        for slot, resp in pairs:
+        for slot, resp in zip(slots, resps):
             env_ref, report_ref = slot.handle.worker.step_report.options(num_returns=2).remote(resp)
             env_refs.append(env_ref)
             report_refs.append(report_ref)
         restarted: Dict[int, Any] = {}
-        reports = self._resolve_recovering([slot for slot, _ in pairs], report_refs, replaced=restarted)
+        reports = self._resolve_recovering(slots, report_refs, replaced=restarted)
         values = []
         for i, (ref, report) in enumerate(zip(env_refs, reports)):
             if i in restarted:
@@ -275,7 +275,8 @@ class EnvGroup:
         Raises:
             Same as `step`.
         """
-        for slot, resp in self._route(policy_resps):
+        _, slots, resps = self._route(policy_resps)
+        for slot, resp in zip(slots, resps):
             self._inflight[slot.handle.submit("step", resp)] = slot
             slot.inflight = True
 
@@ -351,36 +352,37 @@ class EnvGroup:
 
     # ------------------------------------------------------------------ internals
 
-    def _route(self, policy_resps: BatchedData) -> List[tuple]:
-        """(slot, response) pairs; local workers get their ObjectRef responses resolved in one call."""
+    def _route(self, policy_resps: BatchedData) -> Tuple[List[str], List[WorkerSlot], List[Any]]:
+        """(ids, slots, responses); local workers get their ObjectRef responses resolved in one call."""
         if not isinstance(policy_resps, BatchedData):
             raise TypeError(
                 f"policy_resps must be a BatchedData of env id -> PolicyResponse, got {type(policy_resps).__name__}"
             )
-        self._require_init()
-        ids = policy_resps.ids()
+        if not self._initialized:
+            self._require_init()
+        ids = list(policy_resps.ids())
+        resps = list(policy_resps.values())
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})
             raise ValueError(f"policy_resps names env ids {dup} more than once; give one response per env worker")
-        pairs = []
-        local_refs = []
-        for env_id, resp in policy_resps.items():
-            slot = self._by_id.get(env_id)
+        by_id = self._by_id
+        slots = []
+        for env_id in ids:
+            slot = by_id.get(env_id)
             if slot is None:
                 near = closest(str(env_id), self.env_ids)
                 hint = f" Did you mean {near[0]!r}?" if near else ""
                 raise KeyError(f"unknown env id {env_id!r}.{hint} This group's env ids: {', '.join(self.env_ids)}")
-            self._require_init([slot])
-            if slot.inflight:
+            if slot.handle is None or slot.inflight:
+                self._require_init([slot])
                 raise ValueError(f"env {env_id} already has a step in flight; collect_async() it before stepping again")
-            if not slot.handle.is_remote and is_object_ref(resp):
-                local_refs.append(len(pairs))
-            pairs.append((slot, resp))
-        if local_refs:
-            values = resolve([pairs[i][1] for i in local_refs])
-            for i, value in zip(local_refs, values):
-                pairs[i] = (pairs[i][0], value)
-        return pairs
+            slots.append(slot)
+        if not self._remote and "ray" in sys.modules:
+            local_refs = [i for i, resp in enumerate(resps) if is_object_ref(resp)]
+            if local_refs:
+                for i, value in zip(local_refs, resolve([resps[i] for i in local_refs])):
+                    resps[i] = value
+        return ids, slots, resps
 
     def _resolve_recovering(
         self, slots: Sequence[WorkerSlot], futures: Sequence[Any], replaced: Optional[Dict[int, Any]] = None

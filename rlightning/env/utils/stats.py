@@ -8,10 +8,11 @@ from typing import Any, Deque, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from rlightning.env.utils.episodes import episode_report
+from rlightning.env.utils.episodes import done_mask
 
 RECENT_EPISODES = 100
 RATE_WINDOW = 64
+HARVEST_EVERY = 256
 
 
 class GroupStats:
@@ -24,11 +25,19 @@ class GroupStats:
 
     def __init__(self, env_ids: Iterable[str], recent: int = RECENT_EPISODES) -> None:
         self.env_steps = 0
-        self.episodes = 0
+        self._episodes = 0
         self.recent_returns: Deque[float] = deque(maxlen=recent)
         self.recent_lengths: Deque[int] = deque(maxlen=recent)
         self.restarts: Dict[str, int] = {env_id: 0 for env_id in env_ids}
         self._marks: Deque[Tuple[float, int]] = deque(maxlen=RATE_WINDOW)
+        # (terminated, truncated, episode_return, episode_length) of EnvRets not yet read: harvested in bulk.
+        self._pending: List[tuple] = []
+
+    @property
+    def episodes(self) -> int:
+        """Finished episodes seen so far."""
+        self._harvest()
+        return self._episodes
 
     def add_steps(self, env_steps: int) -> None:
         """Count ``env_steps`` sub-env steps done now."""
@@ -36,19 +45,50 @@ class GroupStats:
         self._marks.append((time.perf_counter(), self.env_steps))
 
     def add_env_rets(self, env_rets: Iterable[Any]) -> None:
-        """Harvest finished episodes from EnvRets (their done rows' ``episode_return`` / ``episode_length``)."""
+        """Note the done flags and episode totals of EnvRets; finished episodes are read from them in bulk.
+
+        Only the small per-row arrays are kept (never observations), and they are never written after
+        an env worker returns them.
+        """
+        pending = self._pending
         for env_ret in env_rets:
-            term = env_ret.last_terminated
-            if isinstance(term, np.ndarray):
-                if not np.count_nonzero(term) and not np.count_nonzero(env_ret.last_truncated):
-                    continue
-            returns, lengths = episode_report(env_ret)
-            self.add_episodes(returns, lengths)
+            info = env_ret.info
+            pending.append(
+                (
+                    env_ret.last_terminated,
+                    env_ret.last_truncated,
+                    info.get("episode_return") if isinstance(info, dict) else None,
+                    info.get("episode_length") if isinstance(info, dict) else None,
+                )
+            )
+        if len(pending) >= HARVEST_EVERY:
+            self._harvest()
+
+    def _harvest(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        flat = [p for p in pending if isinstance(p[0], np.ndarray) and p[2] is not None and p[3] is not None]
+        others = [p for p in pending if not (isinstance(p[0], np.ndarray) and p[2] is not None and p[3] is not None)]
+        if flat:
+            done = np.concatenate([p[0] for p in flat]) | np.concatenate([p[1] for p in flat])
+            if done.any():
+                returns = np.concatenate([np.asarray(p[2]).reshape(-1) for p in flat])[done]
+                lengths = np.concatenate([np.asarray(p[3]).reshape(-1) for p in flat])[done]
+                self.add_episodes(returns.tolist(), lengths.tolist())
+        for term, trunc, ret, length in others:
+            if ret is None or length is None:
+                continue
+            done = np.asarray(done_mask(term, trunc), dtype=bool).reshape(-1)
+            if done.any():
+                self.add_episodes(
+                    np.asarray(ret).reshape(-1)[done].tolist(), np.asarray(length).reshape(-1)[done].tolist()
+                )
 
     def add_episodes(self, returns: List[float], lengths: List[int]) -> None:
         """Record finished episodes."""
         if returns:
-            self.episodes += len(returns)
+            self._episodes += len(returns)
             self.recent_returns.extend(returns)
             self.recent_lengths.extend(lengths)
 
@@ -65,12 +105,13 @@ class GroupStats:
 
     def snapshot(self) -> Dict[str, Any]:
         """Plain dict of every counter."""
+        self._harvest()
         returns = list(self.recent_returns)
         lengths = list(self.recent_lengths)
         return {
             "env_steps": self.env_steps,
             "env_steps_per_s": self.steps_per_second(),
-            "episodes": self.episodes,
+            "episodes": self._episodes,
             "recent_returns": returns,
             "recent_lengths": lengths,
             "mean_return": mean_or_none(returns),
