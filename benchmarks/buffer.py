@@ -2,8 +2,8 @@
 
 The limit is the same work on plain preallocated tensors in this process: slice
 copies for adds (1000-transition chunks, wrap-around included) and one
-``index_select`` per key for a sample. Each figure is the best of a few
-repetitions, limit and ours measured alternately.
+``index_select`` per key for a sample. Local figures are medians of single
+calls, ours and the limit timed alternately (robust on a busy machine).
 
     .venv/bin/python benchmarks/buffer.py                 # full sizes (needs ~9 GB for the image case)
     .venv/bin/python benchmarks/buffer.py --quick         # small capacities, a smoke run
@@ -91,34 +91,25 @@ def best_rate(fn: Callable[[], None], iters: int, per_iter: int) -> float:
 
 
 def paired(ours: Callable[[], None], limit: Callable[[], None], iters: int, reps: int) -> Tuple[float, float]:
-    """Seconds per call of ``ours`` and ``limit``, timed call by call in alternation.
+    """Median seconds per call of ``ours`` and ``limit``, timed call by call in alternation.
 
-    Alternating single calls lets both see the same machine load (other processes
-    on a shared machine); each side keeps its best block of ``iters`` calls.
+    On a shared machine a call is now and then preempted by other processes; the
+    median of single calls is what a call costs when it runs, and alternating
+    lets both sides see the same conditions.
     """
-    best_o = best_l = float("inf")
     clock = time.perf_counter
-    for _ in range(reps):
-        t_o = t_l = 0.0
-        for i in range(iters):
-            if i % 2:
-                t0 = clock()
-                ours()
-                t1 = clock()
-                limit()
-                t2 = clock()
-                t_o += t1 - t0
-                t_l += t2 - t1
-            else:
-                t0 = clock()
-                limit()
-                t1 = clock()
-                ours()
-                t2 = clock()
-                t_l += t1 - t0
-                t_o += t2 - t1
-        best_o, best_l = min(best_o, t_o / iters), min(best_l, t_l / iters)
-    return best_o, best_l
+    t_o: List[float] = []
+    t_l: List[float] = []
+    for i in range(iters * reps):
+        first, second, a, b = (ours, limit, t_o, t_l) if i % 2 else (limit, ours, t_l, t_o)
+        t0 = clock()
+        first()
+        t1 = clock()
+        second()
+        t2 = clock()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return float(np.median(t_o)), float(np.median(t_l))
 
 
 def local_case(name: str, make_chunk: Callable[[int], Dict], capacity: int, reps: int) -> Tuple[List[tuple], dict]:

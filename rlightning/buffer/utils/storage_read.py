@@ -57,8 +57,12 @@ class StorageReadMixin:
             return self.sample_parts(1, batch_size)[0]
         # The hot path of off-policy training: one randint, one index_select per key.
         t0 = time.perf_counter()
+        ring = self.store.ring
         idx = torch.randint(size, (batch_size,), generator=self.sampler.generator)
-        out = _td(self.store.ring.gather(idx), torch.Size((batch_size,)))
+        if ring._on_cpu:
+            out = _td({k: v.index_select(0, idx) for k, v in ring.data.items()}, torch.Size((batch_size,)))
+        else:
+            out = _td(ring.gather(idx), torch.Size((batch_size,)))
         self._timer.add("sample", time.perf_counter() - t0)
         return out
 
