@@ -368,6 +368,12 @@ class DataBuffer:
                 shares = split_batch(batch_size, sizes, f"train worker {w}'s shards {shards}")
                 shard_batch.update(dict(zip(shards, shares)))
         shards = [s for s in range(self.num_storages) if s2w[s] and (not sized or shard_batch.get(s))]
+        for s in shards:
+            if sized and shard_batch[s] > self._sizes[s]:
+                raise ValueError(
+                    f"cannot sample batch_size={shard_batch[s]} for train workers {s2w[s]}: storage shard {s} "
+                    f"holds {self._sizes[s]} {self.config.unit}s; add more data first or ask for fewer"
+                )
         futures = [
             self._submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample) for s in shards
         ]

@@ -43,6 +43,10 @@ def test_routes_envs_to_shards_and_samples_per_train_worker():
         tags = set(b["obs"][:, 4].long().tolist())
         assert tags <= ({0, 2} if w < 2 else {1})  # workers 0, 1 read shard 0; workers 2, 3 read shard 1
     assert len(buf) == buf.get_size() == len(data)
+    with pytest.raises(
+        ValueError, match=rf"batch_size=999 for train workers \[0, 1\]: storage shard 0 holds {buf._sizes[0]}"
+    ):
+        buf.sample(999)
 
 
 def test_one_call_per_shard_per_step(monkeypatch):
