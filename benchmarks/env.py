@@ -9,7 +9,9 @@ all 2 x N sub-environments in one process.
 
 Random actions are drawn once, before timing, and replayed the same way in
 every loop (for the group, as ready-made PolicyResponses), so the figures
-compare stepping alone. Each figure is the best of many short runs (robust
+compare stepping alone. Ray rows also show the Ray floor: the same calls
+(one per worker per step, resolved together, same payloads) to actors that
+only return a ready-made EnvRet. Each figure is the best of many short runs (robust
 to a busy machine), limit and ours measured alternately.
 
     .venv/bin/python benchmarks/env.py              # all figures
@@ -36,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 from rlightning.env import EnvGroup  # noqa: E402
-from rlightning.types import BatchedData, PolicyResponse  # noqa: E402
+from rlightning.types import BatchedData, EnvRet, PolicyResponse  # noqa: E402
 from rlightning.utils.config import EnvConfig  # noqa: E402
 from rlightning.utils.utils import InternalFlag  # noqa: E402
 
@@ -96,19 +98,57 @@ def group_stepper(group: EnvGroup) -> Callable[[int], None]:
     return step
 
 
+class EchoWorker:
+    """A Ray actor that answers a step with a ready-made EnvRet of the same shapes: the bare Ray round trip."""
+
+    def __init__(self, env_id: str, num_envs: int) -> None:
+        self.env_ret = EnvRet(
+            env_id=env_id,
+            observation=np.zeros((num_envs, 4), dtype=np.float32),
+            last_reward=np.ones(num_envs, dtype=np.float32),
+            last_terminated=np.zeros(num_envs, dtype=bool),
+            last_truncated=np.zeros(num_envs, dtype=bool),
+            info={"episode_return": np.zeros(num_envs), "episode_length": np.zeros(num_envs, dtype=np.int64)},
+        )
+
+    def step(self, policy_resp: PolicyResponse) -> EnvRet:
+        """Return the EnvRet, whatever the action."""
+        return self.env_ret
+
+
+def ray_floor_stepper(group: EnvGroup) -> Tuple[Callable[[int], None], Callable[[], None]]:
+    """Step echo actors (one per worker of ``group``) with the same responses: Ray's own cost per step."""
+    import ray
+
+    actors = [ray.remote(num_cpus=1)(EchoWorker).remote(m.env_id, m.num_envs) for m in group.env_metas]
+    ring = [
+        [PolicyResponse(m.env_id, action=_actions(m.num_envs, seed=k)[0]) for m in group.env_metas] for k in range(RING)
+    ]
+    ray.get([a.step.remote(r) for a, r in zip(actors, ring[0])])
+
+    def step(k: int) -> None:
+        ray.get([a.step.remote(r) for a, r in zip(actors, ring[k % RING])])
+
+    def stop() -> None:
+        for a in actors:
+            ray.kill(a)
+
+    return step, stop
+
+
 def measure(
-    label: str, group: EnvGroup, total_envs: int, seconds: float, reps: int
-) -> Tuple[str, float, Dict[str, float]]:
-    """Best env steps/s of ``group`` and of the limit, measured alternately."""
-    ours = group_stepper(group)
-    limits = {mode: gym_stepper(total_envs, mode) for mode in ("vector_entry_point", "sync")}
-    best_ours = 0.0
-    best_limit = {mode: 0.0 for mode in limits}
+    group: EnvGroup, total_envs: int, seconds: float, reps: int, floor: Optional[Callable[[int], None]] = None
+) -> Dict[str, float]:
+    """Best env steps/s of ``group``, the gymnasium limits and the Ray floor, measured alternately."""
+    steppers = {"ours": group_stepper(group)}
+    steppers.update({mode: gym_stepper(total_envs, mode) for mode in ("vector_entry_point", "sync")})
+    if floor is not None:
+        steppers["floor"] = floor
+    best = {name: 0.0 for name in steppers}
     for _ in range(reps):
-        best_ours = max(best_ours, _timed(ours, seconds) * total_envs)
-        for mode, step in limits.items():
-            best_limit[mode] = max(best_limit[mode], _timed(step, seconds) * total_envs)
-    return label, best_ours, best_limit
+        for name, step in steppers.items():
+            best[name] = max(best[name], _timed(step, seconds) * total_envs)
+    return best
 
 
 def build_group(num_workers: int, num_envs: int, remote: bool) -> EnvGroup:
@@ -123,16 +163,18 @@ def build_group(num_workers: int, num_envs: int, remote: bool) -> EnvGroup:
     return group
 
 
-def print_row(label: str, ours: float, limits: Dict[str, float], target: Optional[float]) -> None:
-    """One line: ours, the limit (fastest of the two), both gymnasium figures, the ratio and its target."""
-    limit = max(limits.values())
-    ratio = ours / limit if limit else 0.0
+def print_row(label: str, best: Dict[str, float], target: Optional[float]) -> None:
+    """One line: ours, the limit (fastest gymnasium vectorisation), both gymnasium figures, the ratio and target."""
+    limit = max(best["vector_entry_point"], best["sync"])
+    ratio = best["ours"] / limit if limit else 0.0
+    floor = best.get("floor")
+    floor_text = f"{floor:>12,.0f} {best['ours'] / floor:>7.2f}x" if floor else f"{'-':>12} {'-':>8}"
     verdict = ""
     if target is not None:
         verdict = f"  target >= {target:.1f}x: {'ok' if ratio >= target else 'MISSED'}"
     print(
-        f"{label:<16} {ours:>12,.0f} {limit:>12,.0f} {limits['vector_entry_point']:>12,.0f} "
-        f"{limits['sync']:>12,.0f} {ratio:>7.2f}x{verdict}",
+        f"{label:<14} {best['ours']:>12,.0f} {limit:>12,.0f} {best['vector_entry_point']:>12,.0f} "
+        f"{best['sync']:>12,.0f} {ratio:>7.2f}x {floor_text}{verdict}",
         flush=True,
     )
 
@@ -147,11 +189,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     seconds = args.seconds or (0.1 if args.quick else 0.25)
     reps = 3 if args.quick else 9
 
-    print(f"EnvGroup env steps/s on {ENV}, random actions; limit = fastest make_vec in one process")
-    print(f"{'config':<16} {'ours':>12} {'limit':>12} {'vector_ep':>12} {'sync':>12} {'ratio':>8}")
+    print(f"EnvGroup env steps/s on {ENV}, random actions; limit = fastest make_vec in one process;")
+    print("ray floor = the same calls to actors that do nothing but return a ready EnvRet")
+    print(
+        f"{'config':<14} {'ours':>12} {'limit':>12} {'vector_ep':>12} {'sync':>12} {'/limit':>8} "
+        f"{'ray floor':>12} {'/floor':>8}"
+    )
     for n in NUM_ENVS:
         group = build_group(1, n, remote=False)
-        print_row(*measure(f"local x1 @ {n}", group, n, seconds, reps), TARGETS["local"])
+        print_row(f"local x1 @ {n}", measure(group, n, seconds, reps), TARGETS["local"])
         group.close()
     if args.no_ray:
         return
@@ -162,8 +208,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         for workers in (1, 2):
             for n in NUM_ENVS:
                 group = build_group(workers, n, remote=True)
+                floor, stop = ray_floor_stepper(group)
                 label = f"ray x{workers} @ {n}"
-                print_row(*measure(label, group, workers * n, seconds, reps), TARGETS.get(label))
+                print_row(label, measure(group, workers * n, seconds, reps, floor), TARGETS.get(label))
+                stop()
                 group.close()
     finally:
         release_ray()

@@ -45,6 +45,9 @@ from rlightning.utils.registry import ENVS, closest
 
 logger = get_logger(__name__)
 
+_F32 = np.dtype(np.float32)
+_BOOL = np.dtype(bool)
+
 
 def _unknown_env_error(name: str, detail: str = "") -> KeyError:
     candidates = list(gym.registry.keys()) + [n for n in ENVS.names() if n != "gymnasium"]
@@ -204,21 +207,20 @@ class GymnasiumEnv(BaseEnv):
             raise ValueError(f"env {self.env_id}: step() before reset(); call reset() first")
         action = self._check_action(self.preprocess_fn(policy_resp))
         obs, reward, terminated, truncated, info = self.env.step(action)
-        reward = np.asarray(reward, dtype=np.float32)
-        terminated = np.asarray(terminated, dtype=bool)
-        truncated = np.asarray(truncated, dtype=bool)
+        # Conversions only where the vector env did not already give the contract's dtypes.
+        if type(reward) is not np.ndarray or reward.dtype != _F32:
+            reward = np.asarray(reward, dtype=np.float32)
+        if type(terminated) is not np.ndarray or terminated.dtype != _BOOL:
+            terminated = np.asarray(terminated, dtype=bool)
+        if type(truncated) is not np.ndarray or truncated.dtype != _BOOL:
+            truncated = np.asarray(truncated, dtype=bool)
         ep_return, ep_length = self.episodes.update(reward, terminated | truncated)
         info = dict(info) if info else {}
         info["episode_return"] = ep_return
         info["episode_length"] = ep_length
-        return EnvRet(
-            env_id=self.env_id,
-            observation=self._cast_obs(obs),
-            last_reward=reward,
-            last_terminated=terminated,
-            last_truncated=truncated,
-            info=info,
-        )
+        if self._obs_dtype is not None and type(obs) is np.ndarray and obs.dtype != self._obs_dtype:
+            obs = obs.astype(self._obs_dtype)
+        return EnvRet(self.env_id, obs, reward, terminated, truncated, info)
 
     def _cast_obs(self, obs: Any) -> Any:
         if self._obs_dtype is not None and isinstance(obs, np.ndarray) and obs.dtype != self._obs_dtype:
