@@ -65,9 +65,12 @@ class GroupStats:
             self._harvest()
 
     def _harvest(self) -> None:
-        pending, self._pending = self._pending, []
-        if not pending:
+        # Take what is there without swapping the list: a step in another thread may append meanwhile.
+        count = len(self._pending)
+        if not count:
             return
+        pending = self._pending[:count]
+        del self._pending[:count]
         flat = [p for p in pending if isinstance(p[0], np.ndarray) and p[2] is not None and p[3] is not None]
         others = [p for p in pending if not (isinstance(p[0], np.ndarray) and p[2] is not None and p[3] is not None)]
         if flat:
