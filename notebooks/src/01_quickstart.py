@@ -1,0 +1,192 @@
+# %% [markdown]
+# # 01 · Quickstart: CartPole with PPO, cell by cell
+#
+# This notebook trains PPO on `CartPole-v1` until the policy balances the pole for the full
+# 500 steps. On the way it shows the pieces every rlightning run is made of:
+#
+# 1. a **Lab**: this notebook's lease on a Ray runtime;
+# 2. a typed **config**, edited in Python;
+# 3. a **run**: env workers, policy workers, a data buffer and the training engine;
+# 4. the live **dashboard**, the **learning curve** and the **timing plots**.
+#
+# It takes about two minutes on a laptop with two cores.
+
+# %% [markdown]
+# ## 1. Start a Lab
+#
+# `Lab.local()` starts a Ray runtime inside this notebook's process, or reuses the one it already
+# has: re-running the cell is safe. We ask for 4 *logical* CPUs: Ray uses them to place workers,
+# and a small run fits even on a two-core machine. `log_to_driver=False` keeps the workers' log
+# lines out of the notebook (Ray still writes them under `/tmp/ray/session_latest/logs`).
+
+# %%
+import tempfile
+
+import matplotlib.pyplot as plt
+
+from rlightning.notebook import Lab
+from rlightning.utils.config import load_preset
+
+lab = Lab.local(num_cpus=4, log_to_driver=False)
+lab
+
+# %% [markdown]
+# ## 2. A config
+#
+# Presets are YAML files packaged with rlightning; `load_preset` turns one into a typed
+# `MainConfig`. Every field is documented and validated, also when you assign it. The
+# `cartpole_ppo` preset runs 2 env workers (Ray actors) with 8 CartPole copies each, and stops
+# when the mean return of the last 100 episodes reaches 475 (500 is the maximum).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+cfg = load_preset("cartpole_ppo")
+cfg.seed = 1
+cfg.train.iterations = 150  # an upper bound: the run stops earlier once target_return is reached
+cfg.log.run_dir = tempfile.mkdtemp(prefix="rlightning-quickstart-")  # metrics.jsonl goes here
+
+envs = cfg.env.num_workers * cfg.env.num_envs
+print(f"env     {cfg.env.name}: {cfg.env.num_workers} workers x {cfg.env.num_envs} sub-envs, remote={cfg.cluster.remote_env}")
+print(f"policy  {cfg.policy.type}, hidden layers {cfg.policy.hidden_sizes}, lr {cfg.policy.optim.lr}")
+print(f"rollout {cfg.train.rollout_steps} steps x {envs} sub-envs = {cfg.train.rollout_steps * envs} transitions per iteration")
+print(f"stop    after {cfg.train.iterations} iterations or at mean return >= {cfg.train.target_return}")
+
+# %% [markdown]
+# A typo does not silently create a new setting: the error names the field you probably meant.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+try:
+    cfg.train.rollout_step = 64
+except AttributeError as err:
+    print(err)
+
+# %% [markdown]
+# ## 3. Build the run
+#
+# `lab.build(cfg)` validates the whole config first, then starts the env workers as Ray actors,
+# builds the policy group (one train worker, one eval worker that computes actions), a rollout
+# buffer that computes GAE advantages when an episode segment closes, and the `syncrl` engine.
+# Building again under the same name stops the previous run first, so this cell can be re-run.
+
+# %%
+run = lab.build(cfg)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(run)
+print("env workers:", run.env_group.env_ids)
+
+# %% [markdown]
+# ## 4. One iteration
+#
+# `run.step()` runs one iteration of the synchronous engine: **rollout** (128 env steps on every
+# worker, each action computed by the eval worker, every transition added to the buffer),
+# **update_dataset** (the buffer hands its data to the train worker), **train** (PPO epochs) and
+# **sync_weights** (train -> eval). It returns the iteration's metrics.
+
+# %%
+metrics = run.step()
+{key: round(value, 3) if isinstance(value, float) else value for key, value in metrics.items()}
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(sorted(metrics))
+
+# %% [markdown]
+# ## 5. The dashboard
+#
+# `run.show()` displays a live view of the run: iteration and env-step counters, sparklines of
+# the metrics, the buffer's fill per shard with its recent episodes, and the episode table (which
+# env worker writes to which buffer shard, and which train worker reads it). It refreshes itself
+# twice a second while the next cell trains.
+
+# %%
+dashboard = run.show()
+
+# %% [markdown]
+# ## 6. Train
+#
+# `run.run()` runs iterations until `train.iterations` or `train.target_return` is reached, with a
+# progress bar. Interrupting the kernel (the stop button) stops cleanly between two phases, and
+# `run.run()` continues where it stopped. To keep the notebook usable while it trains, use
+# `run.start()` instead: it trains in a background thread, and `run.stop()` ends it.
+
+# %%
+history = run.run()
+last = run.metrics[-1]
+print(f"{last['iteration']} iterations, {last['env_steps']} env steps, "
+      f"mean return of the last 100 episodes: {last['episode_return_mean']:.1f}")
+
+# %% [markdown]
+# The run stops as soon as the mean return of the last 100 episodes reaches 475. On two CPU cores
+# that takes a bit over 100 iterations (about 220 000 env steps). The check below only asks that
+# the policy clearly learned (a random policy scores about 22).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+best = max(m.get("episode_return_mean", 0.0) for m in run.metrics)
+print("learned to balance the pole:", best > 200)
+
+# %% [markdown]
+# ## 7. The learning curve
+#
+# `run.metrics` holds one dict per iteration (the same rows are written to `metrics.jsonl` in the
+# run folder), ready for plotting or for `pandas.DataFrame(run.metrics)`.
+
+# %%
+steps = [m["env_steps"] for m in run.metrics if "episode_return_mean" in m]
+returns = [m["episode_return_mean"] for m in run.metrics if "episode_return_mean" in m]
+fig, ax = plt.subplots(figsize=(7, 3.5))
+ax.plot(steps, returns)
+ax.axhline(cfg.train.target_return, color="gray", linestyle="--", label="target")
+ax.set_xlabel("env steps")
+ax.set_ylabel("mean episode return")
+ax.set_title("PPO on CartPole-v1")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## 8. Where does the time go?
+#
+# Every engine keeps per-iteration timing records. `run.timing.plot()` stacks the phases of each
+# iteration; in a synchronous run the rollout (env steps plus policy inference) and the PPO update
+# take turns, which is what the asynchronous engine of notebook 05 overlaps.
+
+# %%
+run.timing.plot()
+
+# %%
+summary = run.timing.summary()
+for part in ("rollout", "env_step", "inference", "buffer_add", "update_dataset", "train", "sync_weights"):
+    if part in summary:
+        print(f"{part:15s} {summary[part]['mean'] * 1e3:8.1f} ms per iteration")
+
+# %% [markdown]
+# `plot_throughput()` shows env steps per second over the run, and `plot_latency()` how long an
+# observation takes to reach the policy and an action to reach the buffer.
+
+# %%
+run.timing.plot_throughput()
+
+# %% [markdown]
+# ## 9. Evaluate
+#
+# `evaluate()` plays whole episodes with deterministic actions (the most likely action) on an env
+# of its own, so training episodes are not disturbed.
+
+# %%
+result = run.engine.evaluate(num_episodes=8)
+print(f"deterministic evaluation: mean return {result['return_mean']:.1f} over {result['episodes']} episodes")
+
+# %% [markdown]
+# ## 10. Shut down
+#
+# `lab.shutdown()` stops every worker this Lab started and then Ray itself, because this Lab
+# started it. A Lab that joined an existing cluster (notebook 03) leaves the cluster running.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+dashboard.close()
+lab.shutdown()
+print(lab)

@@ -1,0 +1,170 @@
+# %% [markdown]
+# # 05 · Asynchronous training with SAC: policy lag and the timing plots
+#
+# The synchronous engine (`syncrl`, notebook 01) takes turns: collect a rollout, then train, then
+# sync weights, then collect again. While the learner trains, the env workers wait, and the other
+# way round. The **asynchronous** engine (`asyncrl`) overlaps them: a background thread keeps
+# stepping the envs with the eval workers' current weights while the learner samples, trains and
+# syncs. The price is **policy lag**: some actions are computed with weights a version or two
+# older than the learner's. Off-policy algorithms such as SAC tolerate that well.
+#
+# This notebook runs the same small SAC-on-Pendulum setup with both engines, measures policy lag,
+# and reads the timing plots to see where each run spends its time. It takes about two minutes;
+# it is not long enough to solve Pendulum (the `pendulum_sac_async` preset is).
+
+# %%
+import tempfile
+
+import matplotlib.pyplot as plt
+
+from rlightning.notebook import Lab
+from rlightning.utils.config import apply_overrides, load_preset
+
+lab = Lab.local(num_cpus=4, log_to_driver=False)
+lab
+
+# %% [markdown]
+# ## 1. A small SAC config
+#
+# We start from the `pendulum_sac_async` preset and shrink it: smaller networks, 8 gradient
+# updates per iteration instead of 64, and training starts after 256 env steps. Two env workers run
+# as Ray actors, and so does the eval worker that computes their actions, so that acting and
+# learning can truly run at the same time.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+small = [
+    "seed=0",
+    "env.num_workers=2", "env.num_envs=2", "env.num_cpus=0.5",
+    "policy.hidden_sizes=[64, 64]",
+    "train.iterations=40", "train.rollout_steps=16", "train.batch_size=128",
+    "train.learning_starts=256", "train.updates_per_iteration=8",
+    "cluster.eval_each_cpu_num=0.5",
+    "log.jsonl=false", "log.progress=false",
+]
+async_cfg = apply_overrides(load_preset("pendulum_sac_async"), small)
+async_cfg.log.run_dir = tempfile.mkdtemp(prefix="rlightning-async-")
+sync_cfg = async_cfg.model_copy(deep=True)
+sync_cfg.engine = "syncrl"
+for cfg in (sync_cfg, async_cfg):
+    chunk = cfg.train.rollout_steps * cfg.env.num_workers * cfg.env.num_envs
+    print(f"{cfg.engine}: {cfg.policy.type} on {cfg.env.name}, {chunk} env steps and "
+          f"{cfg.train.updates_per_iteration} updates of {cfg.train.batch_size} per iteration")
+
+# %% [markdown]
+# ## 2. The synchronous baseline
+#
+# Two runs can live in one Lab under different names.
+
+# %%
+sync_run = lab.build(sync_cfg, name="sync")
+sync_history = sync_run.run()
+print(f"syncrl: {sync_run.engine.env_steps} env steps in {sum(m['iteration_time'] for m in sync_history):.1f} s")
+
+# %% [markdown]
+# ## 3. The asynchronous run, in the background
+#
+# `run.start()` trains in a background thread and returns at once, so the notebook stays usable:
+# the dashboard below updates while it trains (its sparklines include the policy lag), and you can
+# look at anything in the meantime. `run.wait()` blocks until it is done; `run.stop()` would end it
+# early, after the current phase.
+
+# %%
+async_run = lab.build(async_cfg, name="async")
+async_run.start()
+dashboard = async_run.show()
+
+# %%
+async_history = async_run.wait()
+dashboard.close()
+print(f"asyncrl: {async_run.engine.env_steps} env steps in {sum(m['iteration_time'] for m in async_history):.1f} s")
+
+# %% [markdown]
+# Both runs did the same number of iterations, gradient updates and weight syncs. Each asyncrl
+# iteration waits for at least one chunk of new env steps, and the rollout thread may run up to two
+# chunks ahead, so the async run collects at least as many steps:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("iterations:", len(sync_history), len(async_history))
+
+print("async collected at least as many env steps:", async_run.engine.env_steps >= sync_run.engine.env_steps)
+
+# %% [markdown]
+# ## 4. Policy lag
+#
+# Every `PolicyResponse` carries the `weight_version` of the weights that computed it. The engine
+# compares it with the learner's current version when the transition is stored; `policy_lag` is the
+# mean over an iteration's actions and `policy_lag_max` the largest. The synchronous engine has no
+# lag by construction (weights are synced before the next rollout starts), so it does not report it.
+
+# %%
+lags = [(m["iteration"], m["policy_lag"], m["policy_lag_max"]) for m in async_history if "policy_lag" in m]
+fig, ax = plt.subplots(figsize=(7, 3))
+ax.plot([i for i, _, _ in lags], [lag for _, lag, _ in lags], label="mean")
+ax.plot([i for i, _, _ in lags], [mx for _, _, mx in lags], label="max", linestyle="--")
+ax.set_xlabel("iteration")
+ax.set_ylabel("weight versions behind")
+ax.set_title("policy lag (asyncrl)")
+ax.legend()
+plt.show()
+print(f"largest lag: {max(mx for _, _, mx in lags)} versions")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("sync run reports a lag:", any("policy_lag" in m for m in sync_history))
+print("async run reports a lag:", bool(lags))
+
+# %% [markdown]
+# ## 5. Reading the timing plots
+#
+# `run.timing.plot()` stacks the time of each phase per iteration. Side by side:
+#
+# - **syncrl**: every iteration is `rollout` (env steps + inference) **plus** `update_dataset` +
+#   `train` + `sync_weights`. The phases add up.
+# - **asyncrl**: `rollout` is only the time spent *waiting* for the next chunk of env steps. When
+#   it is near zero, the envs keep up with the learner and the learner is the bottleneck; when it
+#   dominates, the learner waits for data and more env workers would help.
+#
+# The first iterations of both runs collect only (training starts after `learning_starts` steps).
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.5), sharey=True)
+sync_run.timing.plot(ax=axes[0])
+async_run.timing.plot(ax=axes[1])
+axes[0].set_title("syncrl: time per phase")
+axes[1].set_title("asyncrl: time per phase")
+plt.show()
+
+# %% [markdown]
+# `summary()` gives the same numbers as a dict: total, mean and last seconds per phase, and each
+# phase's share of the iteration time. The rollout parts (`env_step`, `inference`, `buffer_add`)
+# are measured inside the rollout; in the async run they run in the background thread, so they
+# overlap the other phases instead of adding to them.
+
+# %%
+for name, run in (("syncrl", sync_run), ("asyncrl", async_run)):
+    summary = run.timing.summary()
+    shares = ", ".join(f"{phase} {summary[phase]['share']:.0%}" for phase in ("rollout", "train") if phase in summary)
+    steps_per_s = run.engine.env_steps / sum(r.get("rollout", 0) + r.get("update_dataset", 0) + r.get("train", 0) + r.get("sync_weights", 0) for r in run.timing.records)
+    print(f"{name:8s} {steps_per_s:7.0f} env steps/s; share of iteration time: {shares}")
+
+# %% [markdown]
+# `plot_latency()` shows how long data spends in transit: **env -> policy** (an observation from
+# the env worker to the eval worker) and **policy -> buffer** (an action to its transition being
+# stored). With Ray actors these are a few milliseconds; large tails point at an overloaded node.
+# `plot_throughput()` shows env steps per second over wall time.
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.5))
+async_run.timing.plot_latency(ax=axes[0])
+async_run.timing.plot_throughput(ax=axes[1])
+plt.show()
+
+# %% [markdown]
+# ## Shut down
+
+# %%
+# NBVAL_CHECK_OUTPUT
+lab.shutdown()
+print(lab)

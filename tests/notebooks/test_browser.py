@@ -1,0 +1,134 @@
+"""Browser test of notebooks/01_quickstart.ipynb: JupyterLab + headless Chromium driven by Playwright.
+
+JupyterLab serves a temporary copy of the notebook (with fewer training iterations, so the test
+fits the CI budget); Chromium opens it, runs all cells from the Run menu, and the test checks that
+the dashboard, BufferView and EpisodeTable widgets render, that their numbers change while the
+engine runs, and that the browser console shows no widget errors. A screenshot is saved in the
+test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tests.support.browser import CHROMIUM_ARGS, find_chromium, jupyter_lab, shorten_notebook
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "01_quickstart.ipynb"
+# Fewer iterations than the tutorial's 150 (which stop at return 475): enough to watch the widgets move.
+SHORTEN = {"cfg.train.iterations = 150": "cfg.train.iterations = 12"}
+DONE_TEXT = "Lab(shut down)"
+RUN_TIMEOUT_S = 900
+WIDGET_WORDS = ("widget", "jupyter-widgets", "ipywidgets", "model not found", "comm")
+
+READ_WIDGETS = """() => {
+  const text = (sel) => Array.from(document.querySelectorAll(sel)).map((e) => e.textContent.trim());
+  return {
+    dashboards: document.querySelectorAll('.rlightning-dashboard').length,
+    buffer_views: document.querySelectorAll('.rlightning-buffer-view').length,
+    episode_tables: document.querySelectorAll('.rlightning-episode-table').length,
+    iteration: text('.rlightning-dashboard .rl-iteration'),
+    size: text('.rlightning-buffer-view .rl-size'),
+    env_steps: text('.rlightning-dashboard .rl-env-steps'),
+    table_rows: document.querySelectorAll('.rlightning-episode-table tbody tr').length,
+    outputs: text('.jp-OutputArea-output').join('\\n'),
+  };
+}"""
+
+
+def _run_all_cells(page) -> None:
+    """Run > Run All Cells from the menu bar (the command palette as a fallback)."""
+    try:
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click(timeout=10_000)
+        return
+    except Exception:  # noqa: BLE001 - menu markup differs between JupyterLab versions: try the palette
+        page.keyboard.press("Escape")
+    page.keyboard.press("Control+Shift+c")
+    page.keyboard.type("Run All Cells")
+    page.keyboard.press("Enter")
+
+
+def _widget_errors(messages: List[str]) -> List[str]:
+    return [m for m in messages if any(word in m.lower() for word in WIDGET_WORDS)]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip(
+            "no chromium on PATH (./scripts/test installs Debian's chromium as root; or set RLIGHTNING_CHROMIUM)"
+        )
+    sync_api = pytest.importorskip("playwright.sync_api")
+    root = tmp_path / "notebooks"
+    root.mkdir()
+    target = root / NOTEBOOK.name
+    shutil.copy(NOTEBOOK, target)
+    shorten_notebook(target, SHORTEN)
+    screenshot = tmp_path / "quickstart.png"
+
+    console_errors: List[str] = []
+    samples: List[Dict] = []
+    with jupyter_lab(root, tmp_path) as server, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: console_errors.append(f"page error: {e}"))
+            page.goto(f"{server.url}/lab/tree/{target.name}?token={server.token}", timeout=180_000)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)
+            deadline = time.time() + 180
+            while not server.kernel_states() or any(s != "idle" for s in server.kernel_states()):
+                assert time.time() < deadline, f"the kernel did not become idle: {server.log_tail()}"
+                time.sleep(1)
+            # Outputs stored in the notebook must not count: clear them before running.
+            page.locator(".lm-MenuBar-itemLabel", has_text="Edit").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Clear Outputs of All Cells").first.click(timeout=10_000)
+            page.wait_for_function("() => document.querySelectorAll('.rlightning-dashboard').length === 0")
+
+            _run_all_cells(page)
+            deadline = time.time() + RUN_TIMEOUT_S
+            state: Dict = {}
+            while time.time() < deadline:
+                state = page.evaluate(READ_WIDGETS)
+                samples.append(state)
+                if "Traceback (most recent call last)" in state["outputs"]:
+                    break
+                if DONE_TEXT in state["outputs"]:
+                    break
+                time.sleep(0.5)
+            page.locator(".rlightning-dashboard").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+
+    outputs = state.get("outputs", "")
+    assert "Traceback (most recent call last)" not in outputs, f"a cell failed:\n{outputs[-4000:]}"
+    assert DONE_TEXT in outputs, (
+        f"the notebook did not finish within {RUN_TIMEOUT_S} s; last outputs:\n{outputs[-3000:]}\n"
+        f"server log:\n{server.log_tail()}"
+    )
+    assert state["dashboards"] >= 1, "the EngineDashboard did not render (no .rlightning-dashboard in the page)"
+    assert state["buffer_views"] >= 1, "the BufferView did not render (no .rlightning-buffer-view in the page)"
+    assert state["episode_tables"] >= 1, "the EpisodeTable did not render (no .rlightning-episode-table in the page)"
+    assert state["table_rows"] >= 2, f"the episode table shows {state['table_rows']} env rows, expected 2"
+
+    iterations = [int(v) for s in samples for v in s["iteration"][:1] if v.isdigit()]
+    sizes = [int(v) for s in samples for v in s["size"][:1] if v.isdigit()]
+    distinct_iterations = sorted(set(iterations))
+    assert len(distinct_iterations) >= 3, f"the dashboard's iteration counter did not move: saw {distinct_iterations}"
+    assert iterations == sorted(iterations), f"the iteration counter went backwards: {iterations}"
+    assert max(iterations) >= 12, f"the dashboard never showed the last iteration: saw up to {max(iterations)}"
+    assert len(set(sizes)) >= 2, f"the BufferView's size did not change while training: saw {sorted(set(sizes))}"
+
+    widget_errors = _widget_errors(console_errors)
+    assert not widget_errors, "widget errors in the browser console:\n" + "\n".join(widget_errors)
+    assert "Error displaying widget" not in outputs, "a widget failed to display"
+    assert screenshot.exists() and screenshot.stat().st_size > 10_000, "no screenshot was saved"
