@@ -3,7 +3,8 @@
 The limit is the same work on plain preallocated tensors in this process: slice
 copies for adds (1000-transition chunks, wrap-around included) and one
 ``index_select`` per key for a sample. Local figures are medians of single
-calls, ours and the limit timed alternately (robust on a busy machine).
+calls, ours and the limit timed alternately (robust on a busy machine); the
+sharded and per-step figures are medians of single calls too.
 
     .venv/bin/python benchmarks/buffer.py                 # full sizes (needs ~9 GB for the image case)
     .venv/bin/python benchmarks/buffer.py --quick         # small capacities, a smoke run
@@ -82,12 +83,15 @@ class PlainLimit:
         return {k: v.index_select(0, idx) for k, v in self.data.items()}
 
 
-def best_rate(fn: Callable[[], None], iters: int, per_iter: int) -> float:
-    """Items per second of ``iters`` calls."""
-    t0 = time.perf_counter()
+def median_call(fn: Callable[[], None], iters: int) -> float:
+    """Median seconds of single calls of ``fn``."""
+    clock = time.perf_counter
+    times = []
     for _ in range(iters):
+        t0 = clock()
         fn()
-    return per_iter * iters / (time.perf_counter() - t0)
+        times.append(clock() - t0)
+    return float(np.median(times))
 
 
 def paired(ours: Callable[[], None], limit: Callable[[], None], iters: int, reps: int) -> Tuple[float, float]:
@@ -146,9 +150,9 @@ def sharded_case(name: str, make_chunk: Callable[[int], Dict], capacity: int, ra
     buf.init([], num_storages=2, num_train_workers=1, storage_options={"num_cpus": 1})
     try:
         iters = max(1, min(capacity // CHUNK, 200))
-        add_rate = best_rate(lambda: buf.extend(chunk), iters, CHUNK)
+        add_rate = CHUNK / median_call(lambda: buf.extend(chunk), iters)
         sample_iters = 300 if chunk["obs"].dtype != torch.uint8 else 50
-        sample_rate = best_rate(lambda: buf.sample(BATCH), sample_iters, 1)
+        sample_rate = 1 / median_call(lambda: buf.sample(BATCH), sample_iters)
     finally:
         buf.close()
         InternalFlag.set(REMOTE_STORAGE=False)
@@ -170,10 +174,8 @@ def pipeline_case(num_envs: int = 64, steps: int = 500) -> tuple:
         resps.append(
             PolicyResponse("bench-0", action=np.zeros(num_envs, np.int64), log_prob=np.zeros(num_envs, np.float32))
         )
-    t0 = time.perf_counter()
-    for ret, resp in zip(rets, resps):
-        storage.add_transition(ret, resp)
-    rate = num_envs * steps / (time.perf_counter() - t0)
+    pairs = iter(zip(rets, resps))
+    rate = num_envs / median_call(lambda: storage.add_transition(*next(pairs)), steps)
     return (f"cartpole add_transition, {num_envs} envs/step", rate, None, "transitions/s", False)
 
 
