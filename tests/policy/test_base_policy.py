@@ -216,3 +216,21 @@ def test_base_policy_without_compute_actions_or_rollout_step_says_what_to_implem
     assert Bare.buffer_postprocess_fn(PolicyConfig()) is None
     with pytest.raises(ValueError, match="set_schedule\\(total_iterations=0\\)"):
         bare.set_schedule(0)
+
+
+@pytest.mark.ray
+def test_async_rollout_step_in_a_ray_actor(ray_runtime, remote_flags):
+    from rlightning.policy.builder import build_policy_group
+    from rlightning.utils.config import ClusterConfig
+    from tests.support.policy_data import env_batch
+
+    remote_flags(REMOTE_TRAIN=False, REMOTE_EVAL=True)
+    cluster = ClusterConfig(eval_worker_num=1, eval_each_cpu_num=0.5)
+    group = build_policy_group(AsyncEchoPolicy, PolicyConfig(rollout_mode="async"), cluster)
+    try:
+        group.construct_network(DISCRETE_META)
+        out = group.rollout_batch(env_batch(3))
+        assert [r.env_id for r in out.values()] == ["Toy-0", "Toy-1", "Toy-2"]
+        assert all(r.action.shape == (3,) for r in out.values())
+    finally:
+        group.shutdown()
