@@ -387,6 +387,8 @@ class DataBuffer:
                     part.set("_shard", torch.full(part.batch_size[:1], s, dtype=torch.int64))
                 per_worker[w].append(part)
         out = [cat_parts(p) for p in per_worker]
+        if not sized:  # a worker fed by several shards still gets one shuffled whole
+            out = [o[torch.randperm(o.batch_size[0])] if len(p) > 1 else o for o, p in zip(out, per_worker)]
         self._timer.add("sample", time.perf_counter() - t0)
         return out
 

@@ -78,6 +78,13 @@ def test_single_worker_draws_from_both_shards_in_proportion():
         buf.sample(999)
     with pytest.raises(ValueError, match=r"batch_size must be a positive integer, got None"):
         buf.sample()
+    everyone = RolloutBuffer(config=BufferConfig(capacity=500, sampler="all", seed=1))
+    everyone.init([e.meta for e in envs], num_storages=2, num_train_workers=1)
+    run(everyone, make_envs(2, lengths=(2, 2)), 12)
+    total = len(everyone)
+    (everything,) = everyone.sample()
+    tags = everything["obs"][:, 4].long()
+    assert len(tags) == total and 0 < int(tags[: total // 2].sum()) < total // 2  # both shards, shuffled together
 
 
 def test_rollout_buffer_all_sampler_consumes_and_gae():
