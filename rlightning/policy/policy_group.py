@@ -223,22 +223,25 @@ class PolicyGroup:
         Returns:
             `BatchedData` of `PolicyResponse`, same ids and order.
         """
-        futures = self._submit_rollout(batch)
-        values = resolve(futures)
-        self._router.forget(futures)
+        calls = self._submit_rollout(batch, per_item=False)
+        results = resolve([future for _, _, future in calls])
+        self._router.forget([future for _, _, future in calls])
+        values: List[Any] = [None] * len(batch)
+        for (start, end, _), chunk in zip(calls, results):
+            values[start:end] = chunk
         return BatchedData(list(batch.ids()), values)
 
     def rollout_batch_async(self, batch: BatchedData) -> BatchedData:
         """Like `rollout_batch`, but returns at once: one ObjectRef per item (or a response, local workers)."""
-        return BatchedData(list(batch.ids()), self._submit_rollout(batch))
+        return BatchedData(list(batch.ids()), self._submit_rollout(batch, per_item=True))
 
-    def _submit_rollout(self, batch: BatchedData) -> List[Any]:
+    def _submit_rollout(self, batch: BatchedData, per_item: bool) -> List[Any]:
         if not isinstance(batch, BatchedData):
             raise TypeError(f"rollout_batch needs a BatchedData of EnvRet, got {type(batch).__name__}")
         items = list(batch.values())
         self._counters["rollout_calls"] += 1
         self._counters["rollout_items"] += len(items)
-        return self._router.submit(items)
+        return self._router.submit(items, per_item=per_item)
 
     def set_deterministic(self, deterministic: bool = True) -> None:
         """Make the rollout workers act deterministically (the eval engine uses it)."""

@@ -77,27 +77,45 @@ class RolloutRouter:
         self._next = (best + 1) % n
         return [(best, 0, n_items)]
 
-    def submit(self, items: List[Any]) -> List[Any]:
+    def submit(self, items: List[Any], per_item: bool = True) -> List[Any]:
         """Start the rollout of ``items`` (EnvRets or ObjectRefs).
 
+        Args:
+            items: What to answer, in order.
+            per_item: One future per item (a Ray call with ``num_returns``); otherwise one
+                future per worker call, each resolving to that chunk's list of responses
+                (cheaper: one serialized argument and one result per call).
+
         Returns:
-            One entry per item, in order: an ObjectRef (Ray worker) or a PolicyResponse (local worker).
+            ``per_item``: one entry per item, an ObjectRef (Ray worker) or a PolicyResponse
+            (local worker). Otherwise ``(start, end, future_or_list)`` per worker call.
         """
         chunks = self.plan(len(items))
-        if any(not self.workers[i].is_remote for i, _, _ in chunks) and any(is_object_ref(x) for x in items):
+        has_refs = any(is_object_ref(x) for x in items)
+        if has_refs and any(not self.workers[i].is_remote for i, _, _ in chunks):
             items = resolve(items)  # local workers need values; one ray.get for all
-        out: List[Any] = [None] * len(items)
+            has_refs = False
+        out: List[Any] = [None] * len(items) if per_item else []
         for i, start, end in chunks:
             handle, chunk = self.workers[i], items[start:end]
             self._calls[i] += 1
             self._rows[i] += len(chunk)
-            if handle.is_remote:
-                refs = handle.worker.rollout_unpacked.options(num_returns=len(chunk)).remote(*chunk)
-                refs = [refs] if len(chunk) == 1 else list(refs)
-                self._outstanding[i].append(refs[0])
+            if not handle.is_remote:
+                result = handle.worker.rollout_batch(chunk)
+            elif per_item:
+                result = handle.worker.rollout_unpacked.options(num_returns=len(chunk)).remote(*chunk)
+                result = [result] if len(chunk) == 1 else list(result)
+                self._outstanding[i].append(result[0])
+            elif has_refs:  # as arguments, so Ray resolves them before the call runs
+                result = handle.worker.rollout_many.remote(*chunk)
+                self._outstanding[i].append(result)
+            else:  # one argument: serialising one list is much cheaper than one argument per item
+                result = handle.worker.rollout_batch.remote(chunk)
+                self._outstanding[i].append(result)
+            if per_item:
+                out[start:end] = result
             else:
-                refs = handle.worker.rollout_batch(chunk)
-            out[start:end] = refs
+                out.append((start, end, result))
         return out
 
     def forget(self, futures: Sequence[Any]) -> None:
