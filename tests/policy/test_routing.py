@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from rlightning.policy.policy_group import PolicyGroup
 from rlightning.policy.routing import RolloutRouter
 from rlightning.types import BatchedData, PolicyResponse, is_object_ref
+from rlightning.utils.config import PolicyConfig
 from rlightning.utils.ray.handle import WorkerHandle, resolve
 from tests.support.policy_data import DISCRETE_META, env_batch
+from tests.support.policy_workers import EchoPolicy
 
 
 class Dummy:
@@ -66,4 +69,26 @@ def test_ray_rollout_batch_accepts_object_refs_and_returns_responses(async_echo_
     out = group.rollout_batch(refs)
     assert out.ids() == batch.ids()
     assert all(isinstance(r, PolicyResponse) for r in out.values())
+    assert [r.env_id for r in out.values()] == list(batch.ids())
+
+
+def test_local_rollout_batch_async_returns_responses_at_once():
+
+    config = PolicyConfig(rollout_mode="async")
+    group = PolicyGroup([EchoPolicy(config)], [EchoPolicy(config, worker_index=1)], config)
+    group.construct_network(DISCRETE_META)
+    out = group.rollout_batch_async(env_batch(2))
+    assert all(isinstance(r, PolicyResponse) for r in out.values())
+    assert not out.is_future
+
+
+@pytest.mark.ray
+def test_local_workers_resolve_object_refs_first(ray_runtime):
+
+    config = PolicyConfig()
+    group = PolicyGroup([EchoPolicy(config)], [EchoPolicy(config, worker_index=1)], config)
+    group.construct_network(DISCRETE_META)
+    batch = env_batch(2)
+    refs = BatchedData(list(batch.ids()), [ray_runtime.put(v) for v in batch.values()])
+    out = group.rollout_batch(refs)
     assert [r.env_id for r in out.values()] == list(batch.ids())
