@@ -28,6 +28,9 @@ class DQNPolicy(BasePolicy):
     ``next_obs``, ``terminated``; each ``train()`` does one gradient update on it.
     """
 
+    supported_action_spaces = ("discrete",)
+    """Action space kinds this policy can act in (checked before any worker starts)."""
+
     sync_module_names = ("encoder", "q")
     REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
 

@@ -54,6 +54,9 @@ class PPOPolicy(BasePolicy):
     ``train`` runs ``update_epochs`` x ``num_minibatches`` updates.
     """
 
+    supported_action_spaces = ("discrete", "continuous")
+    """Action space kinds this policy can act in (checked before any worker starts)."""
+
     REQUIRED_KEYS = ("obs", "log_prob", "value", "advantage", "return")
 
     @classmethod

@@ -78,6 +78,9 @@ class SACPolicy(BasePolicy):
     ``next_obs``, ``terminated``; each ``train()`` does one gradient update on it.
     """
 
+    supported_action_spaces = ("continuous",)
+    """Action space kinds this policy can act in (checked before any worker starts)."""
+
     sync_module_names = ("encoder", "actor")
     REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
 
