@@ -1,5 +1,6 @@
 """Tests of rlightning/env/env_group.py with env workers as Ray actors."""
 
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -114,7 +115,7 @@ def test_killed_env_actors_are_restarted(remote_group, ray_runtime):
     group.pop_restarted_env_ids()
     rets = group.reset(seed=0)
     rets = group.step(_resps(rets))
-    ray_runtime.kill(group.workers["FixedLength-v0-1"])
+    _kill(ray_runtime, group.workers["FixedLength-v0-1"])
     rets = group.step(_resps(rets, 1))
     # The live worker stepped; the dead one was relaunched and its reset EnvRet stands in for the lost step.
     assert rets[0][1].info["episode_length"].tolist() == [2, 2]
@@ -129,7 +130,7 @@ def test_killed_env_actors_are_restarted(remote_group, ray_runtime):
     assert rets[1][1].info["episode_length"].tolist() == [1, 1]
 
     # A death seen through return_refs is handled the same way.
-    ray_runtime.kill(group.workers["FixedLength-v0-0"])
+    _kill(ray_runtime, group.workers["FixedLength-v0-0"])
     refs = group.step(_resps(rets, 3), return_refs=True)
     assert isinstance(refs[0][1], EnvRet) and refs[0][1].info["episode_length"].tolist() == [0, 0]
     assert isinstance(refs[1][1], ray_runtime.ObjectRef)
@@ -170,7 +171,7 @@ def test_notebook_defined_envs_and_multi_agent_run_in_actors(ray_runtime):
         assert set(out[2][1].observation) == set(agents) and out[2][1].last_reward["agent_0"].shape == (2,)
 
         # max_restarts=0: a dead worker is not relaunched, the step fails with a clear error.
-        ray_runtime.kill(group.workers["notebook_coin-0"])
+        _kill(ray_runtime, group.workers["notebook_coin-0"])
         with pytest.raises(
             RuntimeError, match=r"env worker notebook_coin-0 died and was already restarted 0 time\(s\); max_restarts=0"
         ):
@@ -181,6 +182,21 @@ def test_notebook_defined_envs_and_multi_agent_run_in_actors(ray_runtime):
         workers = list(group.workers.values())
     finally:
         group.close()
-    # close() stopped the actors it started.
-    with pytest.raises(ray_runtime.exceptions.RayActorError):
-        ray_runtime.get(workers[0].ping.remote(), timeout=60)
+    # close() stopped the actors it started (ray.kill lands asynchronously: poll until the actor is gone).
+    assert _wait_until_dead(ray_runtime, workers[0])
+
+
+def _kill(ray, actor) -> None:
+    """Kill an env actor mid-run and wait until Ray reports it dead (ray.kill lands asynchronously)."""
+    ray.kill(actor)
+    assert _wait_until_dead(ray, actor)
+
+
+def _wait_until_dead(ray, actor, attempts: int = 300) -> bool:
+    for _ in range(attempts):
+        try:
+            ray.get(actor.ping.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return True
+        time.sleep(0.1)
+    return False
