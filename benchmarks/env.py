@@ -36,6 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+# On a busy machine the raylet may give up waiting for its agents (default 30 s) before Ray is up.
+os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
 
 from rlightning.env import EnvGroup  # noqa: E402
 from rlightning.types import BatchedData, EnvRet, PolicyResponse  # noqa: E402
