@@ -8,6 +8,7 @@ Calling acquire twice from a re-run notebook cell never calls ``ray.init`` twice
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Dict, Optional
 
@@ -59,6 +60,8 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
 
 
 def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
+    # On a busy machine the raylet can give up waiting for its agents (Ray's default: 30 s).
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
     kwargs.setdefault("ignore_reinit_error", True)
     kwargs.setdefault("log_to_driver", True)
     if address is None:
