@@ -108,7 +108,7 @@ print(shapes(batch))
 sliced = Storage(capacity=3, mode="circular", unit="episode", env_meta_list=[meta], seed=0, slice_len=2)
 for length in (3, 5, 4, 2):
     sliced.add_episode(make_episode(length), env_id="toy-0")
-print("slices:", tuple(sliced.sample(4).batch_size))
+print("slices:", tuple(sliced.sample(3).batch_size))
 
 # %% [markdown]
 # ## 2. A sharded buffer fed by env workers
@@ -212,7 +212,7 @@ except TypeError as err:
 
 # %%
 loader = view.dataloader(batch_size=64, shuffle=True)
-model = torch.nn.Sequential(torch.nn.Linear(5, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
+model = torch.nn.Sequential(torch.nn.Linear(4 + 2, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))  # obs + one-hot action
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 
 
