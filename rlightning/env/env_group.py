@@ -69,6 +69,7 @@ class EnvGroup:
         self._last_seed: Optional[int] = None
         self._stats = GroupStats(self.env_ids)
         self._total_envs = sum(slot.num_envs for slot in self._slots)
+        self._gone = False  # a worker died for good (max_restarts reached)
 
     # ------------------------------------------------------------------ properties
 
@@ -147,6 +148,7 @@ class EnvGroup:
             slot.meta = meta
         self._metas = list(metas)
         self._remote = remote
+        self._gone = False
         self._initialized = True
         logger.info("env group ready: %d workers, %d envs, %s", self.num_workers, self.num_envs, self._where())
         return list(self._metas)
@@ -352,7 +354,7 @@ class EnvGroup:
 
     # ------------------------------------------------------------------ internals
 
-    def _route(self, policy_resps: BatchedData) -> Tuple[List[str], List[WorkerSlot], List[Any]]:
+    def _route(self, policy_resps: BatchedData) -> Tuple[Sequence[str], List[WorkerSlot], Sequence[Any]]:
         """(ids, slots, responses); local workers get their ObjectRef responses resolved in one call."""
         if not isinstance(policy_resps, BatchedData):
             raise TypeError(
@@ -360,26 +362,30 @@ class EnvGroup:
             )
         if not self._initialized:
             self._require_init()
-        ids = list(policy_resps.ids())
-        resps = list(policy_resps.values())
-        if len(set(ids)) != len(ids):
+        ids = policy_resps.ids()
+        resps = policy_resps.values()
+        if len(ids) > 1 and len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})
             raise ValueError(f"policy_resps names env ids {dup} more than once; give one response per env worker")
         by_id = self._by_id
-        slots = []
-        for env_id in ids:
-            slot = by_id.get(env_id)
-            if slot is None:
-                near = closest(str(env_id), self.env_ids)
-                hint = f" Did you mean {near[0]!r}?" if near else ""
-                raise KeyError(f"unknown env id {env_id!r}.{hint} This group's env ids: {', '.join(self.env_ids)}")
-            if slot.handle is None or slot.inflight:
+        try:
+            slots = [by_id[env_id] for env_id in ids]
+        except (KeyError, TypeError):
+            bad = next(env_id for env_id in ids if not isinstance(env_id, str) or env_id not in by_id)
+            near = closest(str(bad), self.env_ids)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            raise KeyError(f"unknown env id {bad!r}.{hint} This group's env ids: {', '.join(self.env_ids)}") from None
+        if self._inflight or self._gone:
+            for slot in slots:
                 self._require_init([slot])
-                raise ValueError(f"env {env_id} already has a step in flight; collect_async() it before stepping again")
-            slots.append(slot)
+                if slot.inflight:
+                    raise ValueError(
+                        f"env {slot.env_id} already has a step in flight; collect_async() it before stepping again"
+                    )
         if not self._remote and "ray" in sys.modules:
             local_refs = [i for i, resp in enumerate(resps) if is_object_ref(resp)]
             if local_refs:
+                resps = list(resps)
                 for i, value in zip(local_refs, resolve([resps[i] for i in local_refs])):
                     resps[i] = value
         return ids, slots, resps
@@ -411,6 +417,7 @@ class EnvGroup:
         while True:
             if slot.restarts >= slot.config.max_restarts:
                 slot.stop()
+                self._gone = True
                 raise RuntimeError(
                     f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); "
                     f"max_restarts={slot.config.max_restarts} reached (raise EnvConfig.max_restarts to allow more)"
