@@ -95,6 +95,8 @@ def test_step_input_errors(group):
         match=r"unknown env id 'FixedLength-v0-9'\. Did you mean 'FixedLength-v0-\d'\?.*env ids: FixedLength-v0-0, ",
     ):
         group.step(BatchedData(["FixedLength-v0-9"], [PolicyResponse("FixedLength-v0-9", action=np.zeros(2))]))
+    with pytest.raises(KeyError, match=r"unknown env id 7\. .*This group's env ids: FixedLength-v0-0"):
+        group.step(BatchedData([7], [PolicyResponse("FixedLength-v0-0", action=np.zeros(2))]))
     resp = PolicyResponse("FixedLength-v0-0", action=np.zeros(2, dtype=np.int64))
     with pytest.raises(ValueError, match=r"names env ids \['FixedLength-v0-0'\] more than once"):
         group.step(BatchedData(["FixedLength-v0-0", "FixedLength-v0-0"], [resp, resp]))
