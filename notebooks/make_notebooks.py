@@ -4,7 +4,7 @@ Each notebook is written as a plain Python file in ``notebooks/src/`` in the
 "percent" format: ``# %%`` starts a code cell, ``# %% [markdown]`` a markdown
 cell whose lines are comments (``# `` is stripped). Edit the source, then:
 
-    python notebooks/make_notebooks.py                 # write notebooks/*.ipynb (no outputs)
+    python notebooks/make_notebooks.py                 # write notebooks/*.ipynb (outputs kept if the code is unchanged)
     python notebooks/make_notebooks.py --execute       # write, then execute in place (outputs committed)
     python notebooks/make_notebooks.py 01 --execute    # only the notebooks whose name starts with 01
 
@@ -68,6 +68,24 @@ def build(src: Path) -> nbformat.NotebookNode:
     return nb
 
 
+def carry_outputs(new: nbformat.NotebookNode, old: nbformat.NotebookNode) -> bool:
+    """Copy outputs (and widget state) of ``old`` into ``new`` when their code cells are identical.
+
+    A change to markdown alone then keeps the executed outputs; any change to code does not.
+    """
+    new_code = [c for c in new.cells if c.cell_type == "code"]
+    old_code = [c for c in old.cells if c.cell_type == "code"]
+    if [c.source for c in new_code] != [c.source for c in old_code]:
+        return False
+    for n, o in zip(new_code, old_code):
+        n.outputs = o.outputs
+        n.execution_count = o.execution_count
+        n.metadata = o.metadata
+    if "widgets" in old.metadata:
+        new.metadata["widgets"] = old.metadata["widgets"]
+    return True
+
+
 def execute(path: Path, timeout: int = 900) -> float:
     """Execute a notebook in place from the notebooks folder; returns the seconds it took."""
     from nbclient import NotebookClient
@@ -93,8 +111,10 @@ def main(argv: List[str]) -> int:
         parser.error(f"no notebook source matches {args.only} in {SRC}")
     for src in sources:
         target = HERE / f"{src.stem}.ipynb"
-        nbformat.write(build(src), target)
-        print(f"wrote {target.name}")
+        nb = build(src)
+        kept = target.exists() and carry_outputs(nb, nbformat.read(target, as_version=4))
+        nbformat.write(nb, target)
+        print(f"wrote {target.name} ({'outputs kept' if kept else 'no outputs: run with --execute'})")
         if args.execute:
             print(f"executed {target.name} in {execute(target):.0f} s")
     return 0

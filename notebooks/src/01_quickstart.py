@@ -125,7 +125,7 @@ print(f"{last['iteration']} iterations, {last['env_steps']} env steps, "
 
 # %% [markdown]
 # The run stops as soon as the mean return of the last 100 episodes reaches 475. On two CPU cores
-# that takes a bit over 100 iterations (about 220 000 env steps). The check below only asks that
+# that takes about 100 iterations (about 200 000 env steps). The check below only asks that
 # the policy clearly learned (a random policy scores about 22).
 
 # %%
