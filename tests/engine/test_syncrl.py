@@ -79,13 +79,13 @@ def test_remote_workers_smoke(tmp_path, build, ray_runtime, remote_flags):
     assert parts.env_group.stats()["remote"] is True
     m = parts.engine.step()
     assert m["env_steps"] == 256 and m["weight_version"] == 2
-    before = {a["name"] for a in _alive_actor_names()}
+    from tests.support.cluster import alive_actor_classes
+
+    before = alive_actor_classes()
     parts.engine.close()
-    after = {a["name"] for a in _alive_actor_names()}
-    assert len(after) < len(before)
+    import time
 
-
-def _alive_actor_names():
-    from ray.util.state import list_actors
-
-    return [{"name": a.class_name} for a in list_actors(filters=[("state", "=", "ALIVE")])]
+    deadline = time.time() + 30
+    while len(alive_actor_classes()) >= len(before) and time.time() < deadline:
+        time.sleep(0.2)
+    assert len(alive_actor_classes()) < len(before)

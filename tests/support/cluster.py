@@ -28,6 +28,7 @@ def ray_head(num_cpus: int = 4, timeout_s: float = 180.0) -> Iterator[str]:
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"rl-head-{port}.log"
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
+    env.setdefault("RAY_agent_register_timeout_ms", "120000")
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [
@@ -69,3 +70,10 @@ def ray_head(num_cpus: int = 4, timeout_s: float = 180.0) -> Iterator[str]:
 def token_file() -> str:
     """The token file `ray start --head` uses on this machine."""
     return str(Path.home() / ".ray" / "auth_token")
+
+
+def alive_actor_classes() -> list:
+    """Class names of the ALIVE actors of the cluster this driver is connected to (no dashboard needed)."""
+    from ray._private import state
+
+    return [a["ActorClassName"] for a in state.actors().values() if a.get("State") == "ALIVE"]

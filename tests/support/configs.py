@@ -50,6 +50,8 @@ def small_sac(tmp_path, remote: bool = False, *extra: str) -> MainConfig:
             "train.iterations=3",
             "train.batch_size=32",
             "train.learning_starts=32",
+            "env.max_episode_steps=20",
+            "train.target_return=null",
             "log.progress=false",
             f"log.run_dir={tmp_path}",
             *(REMOTE if remote else LOCAL),

@@ -53,9 +53,9 @@ def actors(address: str, token_file: str) -> None:
     from rlightning.notebook import Lab
 
     lab = Lab.connect(address, token_file=token_file)
-    from ray.util.state import list_actors
+    from tests.support.cluster import alive_actor_classes
 
-    alive = [a.class_name for a in list_actors(filters=[("state", "=", "ALIVE")])]
+    alive = alive_actor_classes()
     lab.shutdown()
     print(json.dumps({"alive": alive}))
 
