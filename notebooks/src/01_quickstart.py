@@ -36,7 +36,8 @@ lab
 # Presets are YAML files packaged with rlightning; `load_preset` turns one into a typed
 # `MainConfig`. Every field is documented and validated, also when you assign it. The
 # `cartpole_ppo` preset runs 2 env workers (Ray actors) with 8 CartPole copies each, and stops
-# when the mean return of the last 100 episodes reaches 475 (500 is the maximum).
+# when the mean return of recent episodes (the last `train.return_window`) reaches 475 (500 is the
+# maximum).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -121,12 +122,12 @@ dashboard = run.show()
 history = run.run()
 last = run.metrics[-1]
 print(f"{last['iteration']} iterations, {last['env_steps']} env steps, "
-      f"mean return of the last 100 episodes: {last['episode_return_mean']:.1f}")
+      f"mean return of the last {cfg.train.return_window} episodes: {last['episode_return_mean']:.1f}")
 
 # %% [markdown]
-# The run stops as soon as the mean return of the last 100 episodes reaches 475. On two CPU cores
-# that takes about 100 iterations (about 200 000 env steps). The check below only asks that
-# the policy clearly learned (a random policy scores about 22).
+# The run stops as soon as the mean return of the last `train.return_window` episodes reaches
+# 475. On two CPU cores that takes about 100 iterations (about 200 000 env steps). The check
+# below only asks that the policy clearly learned (a random policy scores about 22).
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -57,6 +57,7 @@ def start_head(port: int, num_cpus: int = 2, attempts: int = 3) -> subprocess.Po
     """Run `ray start --head --block` in its own process group; return the process once the node is up."""
     ray_cli = str(Path(sys.executable).with_name("ray"))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.setdefault("RAY_agent_register_timeout_ms", "120000")  # let the node's agents start slowly on a busy machine
     for attempt in range(1, attempts + 1):
         log = Path(tempfile.mkdtemp(prefix="rlightning-head-")) / "head.log"
         with open(log, "w") as out:
