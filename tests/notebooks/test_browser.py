@@ -25,7 +25,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "01_quickstart.ip
 SHORTEN = {"cfg.train.iterations = 150": "cfg.train.iterations = 30"}
 DONE_TEXT = "Lab(shut down)"
 RUN_TIMEOUT_S = 900
-WIDGET_WORDS = ("widget", "jupyter-widgets", "ipywidgets", "model not found", "comm")
+WIDGET_WORDS = ("widget", "ipywidgets", "model not found", "comm_id", "comm closed", "rlightning")
 
 READ_WIDGETS = """() => {
   const text = (sel) => Array.from(document.querySelectorAll(sel)).map((e) => e.textContent.trim());
@@ -74,13 +74,20 @@ def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
     shorten_notebook(target, SHORTEN)
     screenshot = tmp_path / "quickstart.png"
 
+    console: List[str] = []
     console_errors: List[str] = []
     samples: List[Dict] = []
+
+    def on_console(message) -> None:
+        console.append(f"[{message.type}] {message.text}")
+        if message.type == "error":
+            console_errors.append(message.text)
+
     with jupyter_lab(root, tmp_path) as server, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("console", on_console)
             page.on("pageerror", lambda e: console_errors.append(f"page error: {e}"))
             page.goto(f"{server.url}/lab/tree/{target.name}?token={server.token}", timeout=180_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)
@@ -91,7 +98,12 @@ def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
             # Outputs stored in the notebook must not count: clear them before running.
             page.locator(".lm-MenuBar-itemLabel", has_text="Edit").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Clear Outputs of All Cells").first.click(timeout=10_000)
-            page.wait_for_function("() => document.querySelectorAll('.rlightning-dashboard').length === 0")
+            page.wait_for_function(
+                "(done) => !Array.from(document.querySelectorAll('.jp-OutputArea-output'))"
+                ".some((e) => e.textContent.includes(done))",
+                arg=DONE_TEXT,
+                timeout=30_000,
+            )
 
             _run_all_cells(page)
             deadline = time.time() + RUN_TIMEOUT_S
@@ -108,6 +120,7 @@ def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
             page.screenshot(path=str(screenshot), full_page=True)
         finally:
             browser.close()
+            (tmp_path / "console.log").write_text("\n".join(console))
 
     outputs = state.get("outputs", "")
     assert "Traceback (most recent call last)" not in outputs, f"a cell failed:\n{outputs[-4000:]}"
