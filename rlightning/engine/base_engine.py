@@ -333,8 +333,11 @@ class BaseEngine:
     @contextlib.contextmanager
     def _phase(self, name: str):
         self.phase = name
-        with self.timing.phase(name):
-            yield
+        try:
+            with self.timing.phase(name):
+                yield
+        finally:
+            self.phase = "idle"
 
     # ------------------------------------------------------------------ checkpoints
     def state(self) -> Dict[str, Any]:
