@@ -32,7 +32,7 @@ from rlightning.buffer.utils.utils import (
     default_preprocess_fn,
     default_reward_preprocessor,
 )
-from rlightning.types import BatchedData, EnvMeta, is_object_ref
+from rlightning.types import BatchedData, EnvMeta, EnvRet, is_object_ref
 from rlightning.utils.config import BufferConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.ray.handle import WorkerHandle, resolve
@@ -204,7 +204,8 @@ class DataBuffer:
 
     def _shard_of(self, env_id: Any, register: bool = True) -> int:
         table = self._require_init()
-        env_id = str(env_id)
+        if not isinstance(env_id, str):
+            raise TypeError(f"env ids must be strings, got {type(env_id).__name__} {env_id!r}")
         if not register and not table.has_env(env_id):
             raise KeyError(f"unknown env {env_id!r}: the buffer knows {sorted(table.get_env_to_storage())}")
         return table.get_storage_idx_for_env(env_id)
@@ -215,6 +216,24 @@ class DataBuffer:
         if handle.is_remote:
             return handle.submit("call_packed", method, *args)
         return handle.submit(method, *args)
+
+    def _new_env_ids(self, env_ids: Sequence[Any]) -> List[str]:
+        table = self._require_init()
+        return [e for e in dict.fromkeys(env_ids) if isinstance(e, str) and not table.has_env(e)]
+
+    def _forget_rejected(self, new_ids: List[str]) -> None:
+        """After a failed add: unassign new env ids whose shard stored nothing of them (keeps routing clean)."""
+        table = self.episode_table
+        if not new_ids or table is None:
+            return
+        shards = sorted({table.get_storage_idx_for_env(e) for e in new_ids})
+        try:
+            known = dict(zip(shards, resolve([self._handles[s].submit("known_env_ids") for s in shards])))
+        except Exception:  # noqa: BLE001 - a dead shard: leave the table as it is
+            return
+        for env_id in new_ids:
+            if env_id not in known[table.get_storage_idx_for_env(env_id)]:
+                table.forget_env(env_id)
 
     def _dispatch(self, calls: Dict[int, tuple], values: List[Any]) -> None:
         """Submit ``method(*args)`` per shard, resolving refs first when shards are local; update sizes."""
@@ -238,7 +257,14 @@ class DataBuffer:
             self._sizes[s] = size
 
     def add_transition(self, env_ret: Any, policy_resp: Any) -> None:
-        """Add one env step (an EnvRet and the PolicyResponse that answers it)."""
+        """Add one env step (an EnvRet and the PolicyResponse that answers it).
+
+        Raises:
+            TypeError: not an EnvRet and a response object (or ObjectRefs), or an env id that is not a string.
+            ValueError, KeyError: an invalid step (see `add_batched_transition`); nothing of it is stored.
+        """
+        if not is_object_ref(env_ret) and not isinstance(env_ret, EnvRet):
+            raise TypeError(f"add_transition expects an EnvRet, got {type(env_ret).__name__}")
         env_id = getattr(policy_resp, "env_id", None) if is_object_ref(env_ret) else env_ret.env_id
         if env_id is None:
             env_ret, policy_resp = resolve([env_ret, policy_resp])
@@ -251,18 +277,31 @@ class DataBuffer:
         One call per shard. Elements may be Ray ObjectRefs.
 
         Raises:
-            ValueError: the two batches hold different env ids, or a step is invalid (first error raised
-                after every valid step is stored).
+            TypeError: an element that is not an EnvRet / a response object, or an env id that is not a string.
+            ValueError: the two batches hold different env ids, or a step is invalid: wrong shape or dtype,
+                non-numeric reward or done flags, NaN or inf with ``nan_guard="raise"`` (first error raised
+                after every valid step is stored; a rejected step leaves the buffer as it was).
+            KeyError: a response without ``action``.
         """
         t0 = time.perf_counter()
         triples = pair_items(as_items(env_rets, "env_rets"), as_items(policy_resps, "policy_resps"))
+        for env_id, env_ret, resp in triples:
+            if not is_object_ref(env_ret) and not isinstance(env_ret, EnvRet):
+                raise TypeError(f"env {env_id!r}: expected an EnvRet, got {type(env_ret).__name__}")
+            if not is_object_ref(resp) and not hasattr(resp, "__dict__"):
+                raise TypeError(f"env {env_id!r}: expected a PolicyResponse, got {type(resp).__name__}")
+        new_ids = self._new_env_ids([t[0] for t in triples])
         groups: Dict[int, tuple] = {}
         for env_id, env_ret, resp in triples:
             envs, resps = groups.setdefault(self._shard_of(env_id), ([], []))
             envs.append(env_ret)
             resps.append(resp)
         calls = {s: ("add_transitions_flat", (len(es), *es, *rs)) for s, (es, rs) in groups.items()}
-        self._dispatch(calls, [x for _, e, r in triples for x in (e, r)])
+        try:
+            self._dispatch(calls, [x for _, e, r in triples for x in (e, r)])
+        except Exception:
+            self._forget_rejected(new_ids)
+            raise
         self._timer.add("add_batched_transition", time.perf_counter() - t0)
 
     def add_data_async(self, item: Any) -> None:

@@ -155,6 +155,12 @@ class EpisodeTable:
         idx = self._env_to_storage.get(env_id)
         return self._assign(env_id) if idx is None else idx
 
+    def forget_env(self, env_id: str) -> None:
+        """Drop an env's assignment (an env whose first data was rejected); unknown ids are ignored."""
+        idx = self._env_to_storage.pop(env_id, None)
+        if idx is not None:
+            self._load[idx] -= 1
+
     def has_env(self, env_id: str) -> bool:
         """True if ``env_id`` is already assigned."""
         return env_id in self._env_to_storage

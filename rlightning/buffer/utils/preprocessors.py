@@ -149,6 +149,8 @@ class RunningMeanStdPreprocessor(Preprocessor):
 
     def _update(self, x: np.ndarray) -> None:
         x = x.astype(np.float64, copy=False)
+        if x.ndim and not np.isfinite(x).all():  # a NaN or inf row must not poison the statistics
+            x = x[np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)]
         n = x.shape[0]
         if n == 0:
             return

@@ -54,6 +54,13 @@ default_reward_preprocessor = IdentityPreprocessor(dtype=np.float32)
 
 def _rows(value: Any, num_envs: int, dtype: Any, name: str, env_id: str) -> np.ndarray:
     arr = to_numpy(value)
+    if arr.dtype.kind not in "biuf":
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise ValueError(
+            f"env {env_id!r}: {name} must hold real numbers, one per sub-environment; got {arr.dtype} {shown}"
+        )
+    if np.dtype(dtype) == np.bool_ and arr.dtype.kind != "b" and not np.isin(arr, (0, 1)).all():
+        raise ValueError(f"env {env_id!r}: {name} must be booleans (or 0 and 1), got {arr.reshape(-1)[:8].tolist()}")
     if arr.ndim == 0:
         arr = np.full(num_envs, arr, dtype=dtype)
     else:
