@@ -1,4 +1,13 @@
-"""The ``rlightning`` command line: train, eval, presets, config, selfcheck."""
+"""The ``rlightning`` command line: train, eval, presets, config, selfcheck.
+
+Exit codes: 0 on success; 2 for bad input, with one line ``rlightning: error: ...``
+on stderr and no traceback; 130 when interrupted. Bad input is an unknown
+subcommand or option (argparse exits with 2 and its usage message), an
+unknown preset or config key, a malformed ``key=value`` override, a value of
+the wrong type or out of range, an unreadable config file or checkpoint
+(`rlightning.utils.config.ConfigError`, `rlightning.engine.checkpoint.CheckpointError`,
+any ``KeyError``, ``ValueError``, ``TypeError`` or ``OSError`` they lead to).
+"""
 
 from __future__ import annotations
 
@@ -192,7 +201,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
-    except (KeyError, ValueError, TypeError, FileNotFoundError) as err:
+    except (KeyError, ValueError, TypeError, OSError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"rlightning: error: {msg}", file=sys.stderr)
         return EXIT_USAGE

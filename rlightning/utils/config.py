@@ -7,16 +7,34 @@ with the closest valid name; invalid values name the field and what is valid.
     cfg = apply_overrides(cfg, ["train.iterations=50", "env.num_envs=16"])
     cfg.cluster.eval_worker_num = 2          # validated on assignment
     print(to_yaml(cfg))
+
+Bad input ends in one documented exception type, `ConfigError` (a ``ValueError``),
+whose message names the dotted field and what would be valid:
+
+- unknown keys (in a dict, a YAML file, an override or an attribute assignment);
+- wrong types (a string or a boolean where a number goes, a list where a section goes);
+- out-of-range values (``env.num_envs=0``, ``policy.gamma=2``), NaN or infinite floats,
+  integers beyond 64 bits;
+- unreadable files: missing, a directory, not UTF-8, not YAML, nested too deeply,
+  duplicate keys, or not a mapping at the top level;
+- malformed overrides (no ``=``, empty key parts, a string instead of a list).
+
+Two subclasses keep the usual Python types too: names that do not exist (an
+unknown preset; in `rlightning.utils.validate`, an unregistered engine, policy,
+buffer or env backend) raise `UnknownNameError`, also a ``KeyError``; assigning
+an attribute that is not a field (``cfg.train.iteratons = 5``) raises
+`UnknownKeyError`, also an ``AttributeError``.
 """
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Sequence, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from typing_extensions import Annotated
 
 from rlightning.utils.registry import closest
 
@@ -30,7 +48,10 @@ __all__ = [
     "OptimConfig",
     "PolicyConfig",
     "TrainConfig",
+    "UnknownKeyError",
+    "UnknownNameError",
     "apply_overrides",
+    "config_from_dict",
     "list_presets",
     "load_config",
     "load_preset",
@@ -42,10 +63,51 @@ class ConfigError(ValueError):
     """A config could not be built: unknown key, bad value or unreadable file."""
 
 
+class UnknownKeyError(ConfigError, AttributeError):
+    """Setting an attribute that is not a field of the config section (also an ``AttributeError``)."""
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A name that does not exist: a preset, or an engine, policy, buffer or env backend not registered."""
+
+    __str__ = Exception.__str__  # the message as written, not quoted like a KeyError's
+
+
+_INT64 = 2**63
+
+
 class _Config(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, use_attribute_docstrings=True, validate_default=True
+        extra="forbid",
+        validate_assignment=True,
+        use_attribute_docstrings=True,
+        validate_default=True,
+        allow_inf_nan=False,
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads True as 1 and accepts any Python int: a flag or a huge number in a count is a mistake.
+        if isinstance(value, bool):
+            kinds = get_args(cls.model_fields[info.field_name].annotation) or (
+                cls.model_fields[info.field_name].annotation,
+            )
+            if bool not in kinds and Any not in kinds and (int in kinds or float in kinds):
+                raise ValueError(f"Input should be a number, not the boolean {value}")
+        elif isinstance(value, int) and not -_INT64 <= value < _INT64:
+            raise ValueError("Input should fit in a 64-bit integer")
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):
+            return super().__setattr__(name, value)
+        if name not in type(self).model_fields:
+            raise UnknownKeyError(_unknown_key_message(type(self), name))
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as err:
+            _raise_config_error(err, f"for {type(self).__name__}")
 
     @model_validator(mode="before")
     @classmethod
@@ -56,11 +118,6 @@ class _Config(BaseModel):
                 if key not in known:
                     raise ValueError(_unknown_key_message(cls, str(key)))
         return data
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name not in type(self).model_fields and not name.startswith("_"):
-            raise AttributeError(_unknown_key_message(type(self), name))
-        super().__setattr__(name, value)
 
 
 def _unknown_key_message(cls: type, key: str) -> str:
@@ -123,7 +180,7 @@ class PolicyConfig(_Config):
     """``async`` lets an eval worker serve several env workers concurrently."""
     max_concurrency: int = Field(16, ge=1)
     """Concurrent calls an async eval actor accepts."""
-    hidden_sizes: List[int] = Field(default_factory=lambda: [64, 64])
+    hidden_sizes: List[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [64, 64])
     """Hidden layer widths of the MLPs."""
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     """Hidden activation."""
@@ -327,22 +384,93 @@ class MainConfig(_Config):
 # --------------------------------------------------------------------------- loading
 
 
+def _short_repr(value: Any, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the config error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _raise_config_error(err: ValidationError, source: str) -> None:
     lines = []
-    for e in err.errors():
+    errors = err.errors()
+    for e in errors[:10]:
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         given = e.get("input")
-        shown = "" if isinstance(given, dict) else f" (got {given!r})"
+        shown = "" if isinstance(given, dict) else f" (got {_short_repr(given)})"
         lines.append(f"{loc}: {msg}{shown}")
+    if len(errors) > 10:
+        lines.append(f"... and {len(errors) - 10} more")
     raise ConfigError(f"invalid config {source}: " + "; ".join(lines)) from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key written twice in one mapping (the second would silently win)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # unhashable key: construct_mapping reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (the second one would silently win)", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+#: Most values a YAML document may expand to once its aliases are followed (a "billion laughs" guard).
+MAX_YAML_VALUES = 1_000_000
+
+
+def _expanded_size(value: Any, sizes: Dict[int, int], active: set) -> int:
+    """Values in ``value`` counting every alias expansion; shared subtrees are measured once (memo by id)."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    key = id(value)
+    if key in sizes:
+        return sizes[key]
+    if key in active:
+        raise ConfigError("it refers to itself through an alias (a cycle)")
+    active.add(key)
+    items = list(value.keys()) + list(value.values()) if isinstance(value, dict) else value
+    total = 1
+    for item in items:
+        total += _expanded_size(item, sizes, active)
+        if total > MAX_YAML_VALUES:
+            break
+    active.discard(key)
+    sizes[key] = total
+    return total
+
+
+def _parse_yaml(text: str, what: str) -> Any:
+    """YAML text to Python objects; every way it can fail becomes a `ConfigError`."""
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        size = _expanded_size(data, {}, set())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{what} is not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{what} is nested too deeply to read") from None
+    except ConfigError as err:
+        raise ConfigError(f"{what}: {err}") from None
+    if size > MAX_YAML_VALUES:
+        raise ConfigError(f"{what} expands to more than {MAX_YAML_VALUES} values through its aliases")
+    return data
 
 
 def config_from_dict(data: Dict[str, Any], source: str = "from dict") -> MainConfig:
     """Validate a plain dict into a `MainConfig`.
 
     Raises:
-        ConfigError: unknown keys or invalid values, each named with its dotted path.
+        ConfigError: not a dict, unknown keys or invalid values, each named with its dotted path.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {source}: expected a mapping at the top level, got {type(data).__name__}")
@@ -350,22 +478,31 @@ def config_from_dict(data: Dict[str, Any], source: str = "from dict") -> MainCon
         return MainConfig.model_validate(data)
     except ValidationError as err:
         _raise_config_error(err, source)
+    except RecursionError:
+        raise ConfigError(f"invalid config {source}: nested too deeply") from None
 
 
 def load_config(path: Union[str, Path]) -> MainConfig:
     """Load a `MainConfig` from a YAML file.
 
     Raises:
-        ConfigError: the file is missing, is not YAML, or does not validate.
+        ConfigError: the file is missing or unreadable, is not YAML (or has a key twice), or does not validate.
     """
+    if not isinstance(path, (str, Path)):
+        raise ConfigError(f"a config path must be a str or a Path, got {type(path).__name__}")
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config file {str(p)!r} is a directory; give the path of a YAML file")
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from None
-    return config_from_dict(data, source=f"in {p.name}")
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"config file {str(p)!r} cannot be read: {err}") from None
+    data = _parse_yaml(text, f"config file {str(p)!r}")
+    return config_from_dict({} if data is None else data, source=f"in {p.name}")
 
 
 def list_presets() -> List[str]:
@@ -378,15 +515,16 @@ def load_preset(name: str) -> MainConfig:
     """Load a packaged preset by name (see `list_presets`).
 
     Raises:
-        KeyError: unknown preset; the message lists the presets.
+        UnknownNameError: unknown preset (a `ConfigError` and a ``KeyError``); the message lists the presets.
     """
     names = list_presets()
-    if name not in names:
-        near = closest(name, names, n=1)
+    if not isinstance(name, str) or name not in names:
+        near = closest(name, names, n=1) if isinstance(name, str) else []
         hint = f" Did you mean {near[0]!r}?" if near else ""
-        raise KeyError(f"unknown preset {name!r}.{hint} Presets: {', '.join(names)}")
+        raise UnknownNameError(f"unknown preset {name!r}.{hint} Presets: {', '.join(names)}")
     text = (resources.files("rlightning") / "presets" / f"{name}.yaml").read_text()
-    return config_from_dict(yaml.safe_load(text) or {}, source=f"in preset {name!r}")
+    data = _parse_yaml(text, f"preset {name!r}")
+    return config_from_dict({} if data is None else data, source=f"in preset {name!r}")
 
 
 def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
@@ -397,18 +535,26 @@ def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
     Raises:
         ConfigError: a malformed override, an unknown key or an invalid value.
     """
+    if not isinstance(cfg, MainConfig):
+        raise ConfigError(f"apply_overrides needs a MainConfig, got {type(cfg).__name__}")
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Sequence):
+        raise ConfigError(
+            f"overrides must be a list of key.path=value strings, got {type(overrides).__name__} {overrides!r:.60}"
+        )
     data = cfg.model_dump()
     for item in overrides:
         if not isinstance(item, str) or "=" not in item:
-            raise ConfigError(f"override {item!r} must look like key.path=value, e.g. train.iterations=50")
+            raise ConfigError(f"override {item!r:.80} must look like key.path=value, e.g. train.iterations=50")
         key, raw = item.split("=", 1)
-        path = [p for p in key.strip().split(".")]
+        path = [p.strip() for p in key.split(".")]
         if not all(path):
-            raise ConfigError(f"override {item!r} has an empty key part; use dotted names like policy.optim.lr")
+            raise ConfigError(f"override {item!r:.80} has an empty key part; use dotted names like policy.optim.lr")
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
+        except RecursionError:
+            raise ConfigError(f"override {item[:80]!r}: the value is nested too deeply") from None
         node: Any = data
         model: Any = MainConfig
         for i, part in enumerate(path):

@@ -1,10 +1,15 @@
-"""Checks that the parts of a `MainConfig` fit together, run before any actor starts."""
+"""Checks that the parts of a `MainConfig` fit together, run before any actor starts.
+
+Every problem raises a `rlightning.utils.config.ConfigError` (a ``ValueError``);
+an unregistered engine, policy, buffer or env backend raises its subclass
+`UnknownNameError`, which is also a ``KeyError``.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from rlightning.utils.config import MainConfig
+from rlightning.utils.config import ConfigError, MainConfig, UnknownNameError
 from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
 
 
@@ -27,7 +32,12 @@ def probe_action_space(config: MainConfig) -> Optional[Any]:
 
     if config.env.name not in gym.registry:
         return None
-    env = gym.make(config.env.name, **config.env.env_kwargs)
+    try:
+        env = gym.make(config.env.name, **config.env.env_kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(
+            f"env {config.env.name!r} cannot be built with env.env_kwargs={config.env.env_kwargs!r:.200}: {err}"
+        ) from None
     try:
         return env.action_space
     finally:
@@ -38,10 +48,25 @@ def validate_config(config: MainConfig) -> None:
     """Raise a clear error when the config's parts cannot work together.
 
     Raises:
-        KeyError: an engine, policy, buffer or env backend that is not registered.
-        ValueError: a policy that cannot act in the env's action space, or a batch
-            that does not fit in what one iteration collects or the buffer holds.
+        UnknownNameError: an engine, policy, buffer or env backend that is not registered
+            (a `ConfigError` and a ``KeyError``).
+        ConfigError: not a `MainConfig`, env kwargs the env rejects, a policy that cannot act in
+            the env's action space, or a batch that does not fit in what one iteration collects
+            or the buffer holds.
     """
+    if not isinstance(config, MainConfig):
+        raise ConfigError(f"validate_config needs a MainConfig, got {type(config).__name__}")
+    try:
+        _check(config)
+    except ConfigError:
+        raise
+    except KeyError as err:
+        raise UnknownNameError(err.args[0] if err.args else str(err)) from None
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _check(config: MainConfig) -> None:
     ENGINE.get(config.engine)
     policy_cls = POLICIES.get(config.policy.type)
     BUFFERS.get(config.buffer.type)
