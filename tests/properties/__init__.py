@@ -1,0 +1,1 @@
+"""Property-based tests of bad input: configs, payloads, CLI arguments."""
