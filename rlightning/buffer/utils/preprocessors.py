@@ -175,6 +175,9 @@ class RunningMeanStdPreprocessor(Preprocessor):
         out = (x - self.mean) / std if self.center else x / std
         if self.clip is not None:
             out = np.clip(out, -self.clip, self.clip)
+            bad = ~np.isfinite(x)
+            if bad.any():  # keep NaN and inf visible to the storage's nan_guard (clipping would turn inf into 10)
+                out[bad] = x[bad]
         return out.astype(np.float32)
 
     def state_dict(self) -> Dict[str, Any]:

@@ -194,24 +194,31 @@ class Storage(StorageReadMixin):
         if obs is not env_ret.observation:
             env_ret = dataclasses.replace(env_ret, observation=obs)
         num_envs = obs.shape[0]
-        step = self.preprocess_fn(
-            env_ret,
-            policy_resp,
-            obs_preprocessor=self.obs_preprocessor,
-            reward_preprocessor=self.reward_preprocessor,
-            env_ret_preprocess_fn=self.env_ret_preprocess_fn,
-            policy_resp_preprocess_fn=self.policy_resp_preprocess_fn,
-        )
-        step = self._checks.check_step(env_id, step, num_envs)
-        drop = self._checks.nan_rows(env_id, step)
-        raw_done = step["terminated"] | step["truncated"]
-        tracker = self._trackers.get(env_id)
-        if tracker is None:
-            tracker = EpisodeTracker(env_id, num_envs)
-        close = self.auto_truncate_episode
-        if self.mode == "standard" and close and raw_done.any():
-            n, e = tracker.finishing(raw_done, drop)
-            self._check_room(n, e, f"env {env_id!r} step")
+        # Running statistics of the preprocessors are updated by preprocess_fn: a rejected step puts them back.
+        states = [(p, p.state_dict()) for p in (self.obs_preprocessor, self.reward_preprocessor) if p is not None]
+        try:
+            step = self.preprocess_fn(
+                env_ret,
+                policy_resp,
+                obs_preprocessor=self.obs_preprocessor,
+                reward_preprocessor=self.reward_preprocessor,
+                env_ret_preprocess_fn=self.env_ret_preprocess_fn,
+                policy_resp_preprocess_fn=self.policy_resp_preprocess_fn,
+            )
+            step = self._checks.check_step(env_id, step, num_envs)
+            drop = self._checks.nan_rows(env_id, step)
+            raw_done = step["terminated"] | step["truncated"]
+            tracker = self._trackers.get(env_id)
+            if tracker is None:
+                tracker = EpisodeTracker(env_id, num_envs)
+            close = self.auto_truncate_episode
+            if self.mode == "standard" and close and raw_done.any():
+                n, e = tracker.finishing(raw_done, drop)
+                self._check_room(n, e, f"env {env_id!r} step")
+        except Exception:
+            for p, state in states:
+                p.load_state_dict(state)
+            raise
         self._trackers[env_id] = tracker
         finished = tracker.push(step, drop=drop, close_on_done=close)
         raw_reward = to_numpy(env_ret.last_reward).astype(np.float64).reshape(-1)
