@@ -26,7 +26,8 @@ def engine_state(engine: Any) -> Dict[str, Any]:
         vals = [r[key] for r in history if isinstance(r.get(key), (int, float))]
         if vals:
             series[key] = vals[-200:]
-    stats = engine.env_group.stats() if hasattr(engine.env_group, "stats") else {}
+    counter = getattr(engine, "restart_counts", None)
+    restarts = counter() if counter is not None else {}
     return {
         "iteration": engine.iteration,
         "target_iterations": target,
@@ -35,7 +36,7 @@ def engine_state(engine: Any) -> Dict[str, Any]:
         "phase": engine.phase,
         "last": dict(engine.last_metrics),
         "series": series,
-        "env_restarts": int(stats.get("total_restarts", 0)),
+        "restarts": {k: int(restarts.get(k, 0)) for k in ("env_restarts", "eval_restarts", "storage_restarts")},
         "timing": {k: v.get("mean") for k, v in engine.timing.summary().items() if "mean" in v},
     }
 
@@ -81,11 +82,14 @@ class EngineDashboard(LiveView):
     def render_html(self, s: Dict[str, Any]) -> str:
         sparks = "".join(sparkline(s["series"][k], label=label) for k, label in SPARK_KEYS if k in s["series"])
         timing = ", ".join(f"{esc(k)} {v * 1e3:.0f} ms" for k, v in s["timing"].items() if isinstance(v, float))
+        r = s["restarts"]
         return (
             "<div class='rlightning-dashboard'>"
             f"<b>Engine</b> iteration <span class='rl-iteration'>{s['iteration']}</span>/{s['target_iterations']}"
             f" · env steps <span class='rl-env-steps'>{s['env_steps']}</span> · episodes {s['episodes']}"
-            f" · phase <span class='rl-phase'>{esc(s['phase'])}</span> · env restarts {s['env_restarts']}"
+            f" · phase <span class='rl-phase'>{esc(s['phase'])}</span>"
+            f" · restarts <span class='rl-restarts'>env {r['env_restarts']}, eval {r['eval_restarts']},"
+            f" storage {r['storage_restarts']}</span>"
             f" · return {esc(fmt(s['last'].get('episode_return_mean')))}"
             f"<div>{sparks}</div><div style='font-size:11px'>mean time per iteration: {timing}</div></div>"
         )

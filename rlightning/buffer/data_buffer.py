@@ -13,8 +13,9 @@ with local shards they are fetched with one ``resolve``.
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 import torch
 from tensordict import TensorDict
@@ -35,12 +36,28 @@ from rlightning.buffer.utils.utils import (
 from rlightning.types import BatchedData, EnvMeta, EnvRet, is_object_ref
 from rlightning.utils.config import BufferConfig
 from rlightning.utils.logger import get_logger
-from rlightning.utils.ray.handle import WorkerHandle, resolve
+from rlightning.utils.ray.handle import WorkerHandle, is_actor_death, resolve, resolve_one
 from rlightning.utils.utils import InternalFlag
 
-__all__ = ["DataBuffer"]
+__all__ = ["DataBuffer", "StorageShardLostError"]
 
 logger = get_logger(__name__)
+
+T = TypeVar("T")
+
+
+class StorageShardLostError(RuntimeError):
+    """A storage shard actor died and ``BufferConfig.on_shard_loss`` is ``raise``.
+
+    Attributes:
+        shard: Index of the lost shard.
+        held: What it held as last reported: ``size``, ``unit``, ``episodes``, ``env_ids``, ``train_workers``.
+    """
+
+    def __init__(self, message: str, shard: int, held: Dict[str, Any]) -> None:
+        super().__init__(message)
+        self.shard = shard
+        self.held = held
 
 
 class DataBuffer:
@@ -89,6 +106,11 @@ class DataBuffer:
         self._sizes: List[int] = []
         self._next_episode_shard = 0
         self._timer = OpTimer()
+        #: One record per storage shard actor that died: what it held and when (see `stats`).
+        self.lost_shards: List[Dict[str, Any]] = []
+        self._shard_stats: List[Dict[str, Any]] = []
+        self._launch_args: Optional[tuple] = None
+        self._recover_lock = threading.RLock()
 
     # ------------------------------------------------------------------ setup
 
@@ -157,12 +179,13 @@ class DataBuffer:
         )
         if self._handles:
             self.close()
-        workers = create_storages(
-            self._storage_kwargs(metas), num_storages, InternalFlag.REMOTE_STORAGE, storage_options, self.config.seed
-        )
+        kwargs = self._storage_kwargs(metas)
+        workers = create_storages(kwargs, num_storages, InternalFlag.REMOTE_STORAGE, storage_options, self.config.seed)
         self._handles = [WorkerHandle(w) for w in workers]
+        self._launch_args = (kwargs, storage_options)
         self.episode_table = table
         self._sizes = resolve([h.submit("get_size") for h in self._handles])
+        self._shard_stats = [{} for _ in self._handles]
         logger.info(
             "data buffer: %d %s shard(s), capacity %d %ss each",
             num_storages,
@@ -210,6 +233,88 @@ class DataBuffer:
             raise KeyError(f"unknown env {env_id!r}: the buffer knows {sorted(table.get_env_to_storage())}")
         return table.get_storage_idx_for_env(env_id)
 
+    # ------------------------------------------------------------------ lost shards
+
+    @property
+    def shard_restarts(self) -> int:
+        """Storage shard actors that died and were replaced so far."""
+        return len(self.lost_shards)
+
+    def dead_shards(self, timeout: float = 60.0) -> List[int]:
+        """Indices of remote shards whose actor is dead (one cheap call each; a busy shard counts as alive)."""
+        futures = [(i, h.submit("get_size")) for i, h in enumerate(self._handles) if h.is_remote]
+        dead = []
+        for i, fut in futures:
+            try:
+                resolve_one(fut, timeout=timeout)
+            except Exception as err:  # noqa: BLE001 - only deaths count
+                if is_actor_death(err):
+                    dead.append(i)
+        return dead
+
+    def _held_by(self, shard: int) -> Dict[str, Any]:
+        table = self._require_init()
+        last = self._shard_stats[shard] if shard < len(self._shard_stats) else {}
+        return {
+            "size": int(self._sizes[shard]),
+            "unit": self.config.unit,
+            "episodes": last.get("episodes"),
+            "env_ids": table.get_envs_for_storage(shard),
+            "train_workers": table.get_storage_to_train_workers()[shard],
+        }
+
+    def _replace_shard(self, shard: int, cause: BaseException, failed: Optional[WorkerHandle] = None) -> None:
+        """Put an empty shard actor in place of a dead one, recording what the dead one held.
+
+        Raises:
+            StorageShardLostError: ``on_shard_loss`` is ``raise``.
+        """
+        with self._recover_lock:
+            if failed is not None and self._handles[shard] is not failed:
+                return  # another caller replaced it already
+            held = self._held_by(shard)
+            what = f"{held['size']} {held['unit']}s" + (
+                f" ({held['episodes']} episodes as of the last stats)" if held["episodes"] is not None else ""
+            )
+            if self.config.on_shard_loss == "raise":
+                raise StorageShardLostError(
+                    f"storage shard {shard} died ({type(cause).__name__}); it held {what} of envs "
+                    f"{held['env_ids']}; buffer.on_shard_loss='raise' stops the run (use 'replace' to carry on "
+                    "with an empty shard)",
+                    shard,
+                    held,
+                ) from cause
+            kwargs, options = self._launch_args
+            seed = self.config.seed
+            if seed is not None:
+                seed += shard + 7919 * (self.shard_restarts + 1)
+            self._handles[shard].kill()
+            self._handles[shard] = WorkerHandle(create_storages(kwargs, 1, True, options, seed)[0])
+            self._sizes[shard] = 0
+            self._shard_stats[shard] = {}
+            self.lost_shards.append(dict(held, shard=shard, cause=type(cause).__name__, time=time.time()))
+            logger.warning(
+                "storage shard %d died (%s); lost %s of envs %s; replaced by an empty shard",
+                shard,
+                type(cause).__name__,
+                what,
+                held["env_ids"],
+            )
+
+    def _recovering(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``; when a shard actor died, replace the dead shards and run it once more."""
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - re-raised unless a dead shard was replaced
+            if not (self.is_remote and is_actor_death(err)):
+                raise
+            dead = self.dead_shards()
+            if not dead:
+                raise
+            for i in dead:
+                self._replace_shard(i, err)
+        return fn()
+
     def _submit_data(self, shard: int, method: str, *args: Any) -> Any:
         """Submit a call whose results hold TensorDicts; remote shards send them as numpy (`unpack_tensordicts`)."""
         handle = self._handles[shard]
@@ -242,17 +347,25 @@ class DataBuffer:
             lookup = {id(v): next(resolved) for v in values}
             calls = {s: (m, tuple(lookup.get(id(a), a) for a in args)) for s, (m, args) in calls.items()}
         shards = list(calls)
-        futures = [self._handles[s].submit(m, *args) for s, (m, args) in calls.items()]
+        handles = [self._handles[s] for s in shards]
+        futures = [h.submit(m, *args) for h, (m, args) in zip(handles, calls.values())]
         try:
             results = resolve(futures)
         except Exception:  # noqa: BLE001 - find every shard's outcome, then re-raise the first error
             first = None
-            for s, fut in zip(shards, futures):
+            for s, handle, fut in zip(shards, handles, futures):
                 try:
-                    self._sizes[s] = resolve([fut])[0]
-                except Exception as err:  # noqa: BLE001 - re-raised below
-                    first = first or err
-            raise first from None
+                    self._sizes[s] = resolve_one(fut)
+                except Exception as err:  # noqa: BLE001 - re-raised below unless the shard actor died
+                    if not (handle.is_remote and is_actor_death(err)):
+                        first = first or err
+                        continue
+                    self._replace_shard(s, err, handle)  # raises with on_shard_loss="raise"
+                    method, args = calls[s]  # this call's data goes to the fresh shard
+                    self._sizes[s] = self._handles[s].call(method, *args)
+            if first is not None:
+                raise first from None
+            return
         for s, size in zip(shards, results):
             self._sizes[s] = size
 
@@ -388,8 +501,24 @@ class DataBuffer:
 
         Raises:
             ValueError: a batch larger than what the worker's shards hold.
+            StorageShardLostError: a shard died and ``on_shard_loss`` is ``raise``.
         """
         t0 = time.perf_counter()
+        out = self._recovering(lambda: self._sample(batch_size))
+        self._timer.add("sample", time.perf_counter() - t0)
+        return out
+
+    def can_sample(self, batch_size: int) -> bool:
+        """True when every train worker's shards hold at least ``batch_size`` items together (last known sizes)."""
+        table = self._require_init()
+        if self.config.sampler == "all":
+            return self.size > 0
+        return all(
+            sum(self._sizes[s] for s in table.get_storages_for_train_worker(w)) >= batch_size
+            for w in range(table.num_train_workers)
+        )
+
+    def _sample(self, batch_size: Optional[int]) -> List[TensorDict]:
         table = self._require_init()
         s2w = table.get_storage_to_train_workers()
         sized = self.config.sampler != "all"
@@ -428,7 +557,6 @@ class DataBuffer:
         out = [cat_parts(p) for p in per_worker]
         if not sized:  # a worker fed by several shards still gets one shuffled whole
             out = [o[torch.randperm(o.batch_size[0])] if len(p) > 1 else o for o, p in zip(out, per_worker)]
-        self._timer.add("sample", time.perf_counter() - t0)
         return out
 
     def update_priorities(self, batch_or_index: Any, priority: Any, shard: Any = None) -> None:
@@ -471,19 +599,21 @@ class DataBuffer:
     def get_size(self) -> int:
         """Stored items over all shards, asked from the shards."""
         self._require_init()
-        self._sizes = resolve([h.submit("get_size") for h in self._handles])
+        self._sizes = self._recovering(lambda: resolve([h.submit("get_size") for h in self._handles]))
         return sum(self._sizes)
 
     def clear(self) -> None:
         """Clear every shard."""
         self._require_init()
-        resolve([h.submit("clear") for h in self._handles])
+        self._recovering(lambda: resolve([h.submit("clear") for h in self._handles]))
         self._sizes = [0] * self.num_storages
 
     def get_data(self) -> TensorDict:
         """Every stored transition of every shard, concatenated (a copy)."""
         self._require_init()
-        parts = unpack_tensordicts(resolve([self._submit_data(s, "get_data") for s in range(self.num_storages)]))
+        parts = unpack_tensordicts(
+            self._recovering(lambda: resolve([self._submit_data(s, "get_data") for s in range(self.num_storages)]))
+        )
         parts = [p for p in parts if p.batch_size[0] > 0]
         return torch.cat(parts, 0) if parts else TensorDict({}, batch_size=[0])
 
@@ -494,7 +624,11 @@ class DataBuffer:
     def sample_rows(self, n: int = 5) -> TensorDict:
         """A few recently stored transitions (for display)."""
         self._require_init()
-        parts = unpack_tensordicts(resolve([self._submit_data(s, "sample_rows", n) for s in range(self.num_storages)]))
+        parts = unpack_tensordicts(
+            self._recovering(
+                lambda: resolve([self._submit_data(s, "sample_rows", n) for s in range(self.num_storages)])
+            )
+        )
         parts = [p for p in parts if p.batch_size[0] > 0]
         if not parts:
             return TensorDict({}, batch_size=[0])
@@ -504,7 +638,7 @@ class DataBuffer:
     def timing_summary(self, reset: bool = False) -> Dict[str, Any]:
         """Time per operation: the buffer's own and each shard's."""
         self._require_init()
-        shards = resolve([h.submit("timing_summary", reset) for h in self._handles])
+        shards = self._recovering(lambda: resolve([h.submit("timing_summary", reset) for h in self._handles]))
         return {"buffer": self._timer.summary(reset), "shards": shards}
 
     def print_timing_summary(self, reset: bool = False) -> None:
@@ -517,10 +651,12 @@ class DataBuffer:
     def stats(self) -> Dict[str, Any]:
         """A plain snapshot for views: per-shard fill, episodes stored, recent episodes, adds per second."""
         table = self._require_init()
-        shard_stats = resolve([h.submit("stats") for h in self._handles])
+        shard_stats = self._recovering(lambda: resolve([h.submit("stats") for h in self._handles]))
         self._sizes = [st["size"] for st in shard_stats]
+        self._shard_stats = shard_stats
         out = merge_stats(shard_stats, table)
         out.update(unit=self.config.unit, mode=self.config.mode, sampler=self.config.sampler, remote=self.is_remote)
+        out.update(shard_restarts=self.shard_restarts, lost_shards=[dict(r) for r in self.lost_shards])
         return out
 
     def __repr__(self) -> str:

@@ -178,8 +178,12 @@ class BaseEngine:
     def _ready_to_train(self) -> bool:
         if self.on_policy:
             return True
-        size = int(self.buffer.size)
-        return size >= self.config.train.batch_size and self.env_steps >= self.config.train.learning_starts
+        if self.env_steps < self.config.train.learning_starts:
+            return False
+        can_sample = getattr(self.buffer, "can_sample", None)
+        if can_sample is not None:  # every train worker's shards must hold a batch (a replaced shard starts empty)
+            return bool(can_sample(self.config.train.batch_size))
+        return int(self.buffer.size) >= self.config.train.batch_size
 
     def _train_rounds(self) -> Dict[str, Any]:
         """``updates_per_iteration`` x (update_dataset, train) for off-policy learners, once for on-policy."""
@@ -210,10 +214,14 @@ class BaseEngine:
         self.timing.begin_iteration(self.iteration)
         steps_before = self.env_steps
         t0 = time.perf_counter()
-        metrics = self.iteration_phases()
-        interval = self.config.train.eval_interval
-        if interval and (self.iteration + 1) % interval == 0 and not self._stop_requested.is_set():
-            metrics.update({f"eval_{k}": v for k, v in self.evaluate().items()})
+        try:
+            metrics = self.iteration_phases()
+            interval = self.config.train.eval_interval
+            if interval and (self.iteration + 1) % interval == 0 and not self._stop_requested.is_set():
+                metrics.update({f"eval_{k}": v for k, v in self.evaluate().items()})
+        except Exception as err:  # noqa: BLE001 - re-raised, as a WorkerLostError when a train worker died
+            self._raise_if_train_worker_lost(err)
+            raise
         elapsed = time.perf_counter() - t0
         self.iteration += 1
         new_steps = self.env_steps - steps_before
@@ -232,13 +240,53 @@ class BaseEngine:
         self.phase = "idle"
         return self.last_metrics
 
+    def _raise_if_train_worker_lost(self, err: BaseException) -> None:
+        """A dead train worker ends the run (its optimizer state is gone): say so, naming the last checkpoint."""
+        from rlightning.policy.policy_group import WorkerLostError
+        from rlightning.utils.ray.handle import is_actor_death
+
+        if isinstance(err, WorkerLostError) or not is_actor_death(err):
+            return
+        finder = getattr(self.policy_group, "dead_workers", None)
+        dead = finder("train") if finder is not None else []
+        if not dead:
+            return
+        self.phase = "idle"
+        ckpt = str(self.last_checkpoint) if self.last_checkpoint is not None else None
+        if ckpt:
+            where = (
+                f"the last checkpoint is {ckpt} (iteration {self.iteration}); build the run again and call "
+                f"engine.load({ckpt!r}) (or Run.load) to continue its counters and return curve"
+            )
+        else:
+            where = "no checkpoint was saved in this run; set train.checkpoint_interval to save one every N iterations"
+        raise WorkerLostError(
+            f"train worker {dead[0]} died during iteration {self.iteration + 1}; the run stops (its optimizer "
+            f"state is gone). {where}",
+            "train",
+            dead[0],
+            checkpoint=ckpt,
+        ) from err
+
+    def restart_counts(self, env_stats: Optional[Dict[str, Any]] = None) -> Dict[str, int]:
+        """Workers restarted so far: env actors, eval policy actors and storage shards."""
+        if env_stats is None:
+            env_stats = self.env_group.stats() if hasattr(self.env_group, "stats") else {}
+        env = int(env_stats.get("total_restarts", 0))
+        pstats = self.policy_group.stats() if hasattr(self.policy_group, "stats") else {}
+        return {
+            "env_restarts": env,
+            "eval_restarts": int(pstats.get("total_eval_restarts", 0)),
+            "storage_restarts": int(getattr(self.buffer, "shard_restarts", 0)),
+        }
+
     def _episode_metrics(self) -> Dict[str, Any]:
         stats = self.env_group.stats()
         window = self.config.train.return_window
         returns = list(stats.get("recent_returns", []))[-window:]
         lengths = list(stats.get("recent_lengths", []))[-window:]
         self.episodes = int(stats.get("episodes", self.episodes))
-        out: Dict[str, Any] = {"episodes": self.episodes, "env_restarts": int(stats.get("total_restarts", 0))}
+        out: Dict[str, Any] = {"episodes": self.episodes, **self.restart_counts(stats)}
         if returns:
             out["episode_return_mean"] = float(np.mean(returns))
             out["episode_return_last"] = float(returns[-1])

@@ -20,7 +20,7 @@ from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
 from rlightning.types import EnvMeta
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
-from rlightning.utils.ray.handle import WorkerHandle
+from rlightning.utils.ray.handle import WorkerHandle, is_actor_death  # noqa: F401 - re-exported
 from rlightning.utils.ray.launcher import launch_ray_actor
 from rlightning.utils.registry import ENVS
 from rlightning.utils.utils import InternalFlag
@@ -46,15 +46,6 @@ def resolve_env_class(config: EnvConfig) -> type:
     if not (isinstance(cls, type) and issubclass(cls, BaseEnv)):
         raise TypeError(f"env {source} is registered in ENVS as {cls!r}, which is not a BaseEnv subclass")
     return cls
-
-
-def is_actor_death(err: BaseException) -> bool:
-    """True when ``err`` says a Ray actor died or is unreachable."""
-    try:
-        from ray.exceptions import RayActorError
-    except ImportError:  # pragma: no cover - ray is a dependency
-        return False
-    return isinstance(err, RayActorError)
 
 
 @dataclass

@@ -166,6 +166,10 @@ def build_policy_group(
                 worker.setup_resources(num_cpus=c.eval_each_cpu_num, num_gpus=c.eval_each_gpu_num)
                 eval_workers.append(worker)
         group = PolicyGroup(train_policy_list=train_workers, eval_policy_list=eval_workers, config=policy_cfg)
+        if InternalFlag.REMOTE_EVAL:
+            group.set_eval_relauncher(
+                lambda i: _launch(eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num)
+            )
         colocated = bool(is_colocated or c.is_colocated)
         group.init_placement_info(is_colocated=colocated)
         # weight_buffer initialization must be after placement info initialization

@@ -124,6 +124,10 @@ class RolloutRouter:
         if done:
             self._outstanding = [[r for r in per if r not in done] for per in self._outstanding]
 
+    def forget_worker(self, index: int) -> None:
+        """Drop the outstanding calls of worker ``index`` (it was replaced)."""
+        self._outstanding[index] = []
+
     def stats(self) -> List[Dict[str, int]]:
         """Per worker: calls routed, items routed, calls outstanding."""
         loads = [len(per) for per in self._outstanding]

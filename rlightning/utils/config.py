@@ -232,6 +232,8 @@ class PolicyConfig(_Config):
     """Eval workers act deterministically (the ``eval`` engine always does)."""
     checkpoint: Optional[str] = None
     """Load weights from this checkpoint file when the policy is built."""
+    max_restarts: int = Field(3, ge=0)
+    """How many times a dead eval worker actor is relaunched (and given the current weights) before the run stops."""
 
 
 class BufferConfig(_Config):
@@ -267,6 +269,8 @@ class BufferConfig(_Config):
     """What a NaN or inf in an observation or reward does: raise, drop the episode, or log a warning."""
     seed: Optional[int] = Field(None, ge=0)
     """Seed of the samplers (shard ``i`` uses ``seed + i``); None draws a random one."""
+    on_shard_loss: Literal["replace", "raise"] = "replace"
+    """A storage shard actor that dies: replaced by an empty shard (what it held is reported), or the run stops."""
 
 
 class TrainConfig(_Config):

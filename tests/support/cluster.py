@@ -77,3 +77,17 @@ def alive_actor_classes() -> list:
     from ray._private import state
 
     return [a["ActorClassName"] for a in state.actors().values() if a.get("State") == "ALIVE"]
+
+
+def kill_actor(actor, attempts: int = 300) -> None:
+    """Kill a Ray actor mid-run and wait until Ray reports it dead (``ray.kill`` lands asynchronously)."""
+    import ray
+
+    ray.kill(actor, no_restart=True)
+    for _ in range(attempts):
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"actor {actor} still answers after ray.kill")

@@ -23,6 +23,16 @@ def is_actor_handle(obj: Any) -> bool:
     return actor_handle is not None and isinstance(obj, actor_handle)
 
 
+def is_actor_death(err: BaseException) -> bool:
+    """True when ``err`` says a Ray actor died or is unreachable (``RayActorError`` and its subclasses)."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return False
+    from ray.exceptions import RayActorError
+
+    return isinstance(err, RayActorError)
+
+
 class LocalFuture:
     """A completed call in this process: holds its value or its exception."""
 
