@@ -118,6 +118,16 @@ class Run:
         """Write a checkpoint folder and return its path."""
         return self.engine.save(path, include_buffer=include_buffer)
 
+    def load(self, path: str) -> Run:
+        """Continue from a checkpoint folder (counters, return curve, weights, buffer if saved); returns self.
+
+        Raises:
+            RuntimeError: the run is going in the background (stop it first).
+        """
+        self._check_idle()
+        self.engine.load(path)
+        return self
+
     def close(self) -> None:
         """Stop a background run, then every worker of this run."""
         if self._closed:

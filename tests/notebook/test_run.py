@@ -19,10 +19,12 @@ def test_build_step_run_and_rebuild_replaces(tmp_path, lab):
     assert run.step()["iteration"] == 1
     assert len(run.run(2, progress=False)) == 2
     assert len(run.metrics) == 3 and len(run.timing.records) == 3
+    ckpt = run.save(str(tmp_path / "ckpt"))
     again = lab.build(small_ppo(tmp_path))  # the same cell run again
     assert run._closed and not again._closed
     assert lab.cluster_info()["runs"] == ["default"]
     assert "iteration=0" in repr(again)
+    assert again.load(str(ckpt)) is again and again.engine.iteration == 3 and len(again.metrics) == 3
 
 
 @pytest.mark.ray
