@@ -48,7 +48,11 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    print(to_yaml(_load(args.target, args.overrides)), end="")
+    from rlightning.utils.validate import validate_config
+
+    cfg = _load(args.target, args.overrides)
+    validate_config(cfg)  # the printed config is one `train` accepts
+    print(to_yaml(cfg), end="")
     return 0
 
 
