@@ -108,7 +108,7 @@ def test_rejected_steps_leave_no_trace(plan, normalize):
     fed, twin = make_buffer(normalize_obs=normalize), make_buffer(normalize_obs=normalize)
     env = FakeVecEnv("Fake-0", num_envs=NUM_ENVS, lengths=[2, 3])
     env_ret = env.reset()
-    for item in plan:
+    for item in [None] + plan:  # the first step of an env defines the step layout later steps must match
         resp = respond(env_ret)
         if item is not None:
             label, corrupt = item
