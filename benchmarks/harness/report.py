@@ -1,0 +1,290 @@
+"""What the harness measures and how it judges it: sides, goals, ratios, the markdown table (no I/O here).
+
+A measurement is a dict ``{"item", "case", "side", "unit", "values": [...],
+"busy": bool, "attempts": [...]}``; ``values`` holds one figure per repeat.
+Ratios are rlightning's median over the reference's median. For throughputs a
+goal is ``ratio >= threshold``; for times (seconds) ``ratio <= threshold``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class Side:
+    key: str  # unique within an item
+    label: str  # as printed
+    role: str  # "ours", "peer", "limit" or "info"
+    venv: str  # "ours" or a peer venv name
+    script: str  # under benchmarks/peers/
+    args: Tuple[str, ...] = ()
+    per_repeat_process: bool = False  # one fresh process per repeat (cold start, PPO)
+    full_only: bool = False  # skipped with --quick
+
+
+@dataclass(frozen=True)
+class Goal:
+    item: str
+    ours: str  # side key
+    ref: str  # side key, or "limit" (the best of the item's limit sides)
+    op: str  # ">=" or "<="
+    threshold: float
+
+    def text(self, ref_label: str) -> str:
+        return f"{self.op} {self.threshold:g}x {ref_label}"
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    title: str
+    sides: Tuple[Side, ...]
+    cases: Tuple[str, ...]
+    higher_is_better: bool = True
+    quick_default: bool = True  # run by --quick unless --only names it
+    extra_cols: Tuple[str, ...] = field(default_factory=tuple)  # extras shown (medians)
+
+
+SAMPLING_CASES = ("1x8", "1x64", "2x8", "2x64")
+ITEMS: Dict[str, Item] = {
+    "sampling": Item(
+        "sampling",
+        "Sampling throughput, CartPole-v1, MLP 4-64-64-2 (case = env workers x sub-envs; env steps/s)",
+        (
+            Side(
+                "rl_ray", "rlightning, env workers on Ray", "ours", "ours", "rlightning_sampling.py", ("--mode", "ray")
+            ),
+            Side(
+                "rl_local", "rlightning, local workers", "ours", "ours", "rlightning_sampling.py", ("--mode", "local")
+            ),
+            Side("rllib", "RLlib EnvRunners", "peer", "rllib", "rllib_sampling.py"),
+            Side("torchrl", "TorchRL MultiSyncCollector", "peer", "torchrl", "torchrl_sampling.py"),
+            Side(
+                "limit_vep",
+                "limit: make_vec vector entry point",
+                "limit",
+                "ours",
+                "limit_sampling.py",
+                ("--mode", "vector_entry_point"),
+            ),
+            Side("limit_sync", "limit: SyncVectorEnv", "limit", "ours", "limit_sampling.py", ("--mode", "sync")),
+        ),
+        SAMPLING_CASES,
+    ),
+    "buffer": Item(
+        "buffer",
+        "Replay buffer: extend (chunks of 1000, transitions/s) and sample (batch 256, batches/s)",
+        (
+            Side(
+                "rl_local", "rlightning DataBuffer, local", "ours", "ours", "rlightning_buffer.py", ("--mode", "local")
+            ),
+            Side(
+                "rl_sharded",
+                "rlightning DataBuffer, 2 Ray shards",
+                "info",
+                "ours",
+                "rlightning_buffer.py",
+                ("--mode", "sharded"),
+            ),
+            Side("torchrl", "TorchRL ReplayBuffer(LazyTensorStorage)", "peer", "torchrl", "torchrl_buffer.py"),
+            Side("limit", "limit: slice copy / index_select", "limit", "ours", "limit_buffer.py"),
+        ),
+        ("cartpole extend", "cartpole sample", "image extend", "image sample"),
+    ),
+    "ppo": Item(
+        "ppo",
+        "PPO time to solve CartPole-v1 (mean return of 20 episodes >= 475), matched hyperparameters (seconds)",
+        (
+            Side(
+                "rl_ray",
+                "rlightning cartpole_ppo (preset: env workers on Ray)",
+                "ours",
+                "ours",
+                "rlightning_ppo.py",
+                ("--mode", "ray"),
+                per_repeat_process=True,
+            ),
+            Side(
+                "rl_local",
+                "rlightning cartpole_ppo, local env workers",
+                "info",
+                "ours",
+                "rlightning_ppo.py",
+                ("--mode", "local"),
+                per_repeat_process=True,
+            ),
+            Side("rllib", "RLlib PPO", "peer", "rllib", "rllib_ppo.py", per_repeat_process=True),
+        ),
+        ("solve",),
+        higher_is_better=False,
+        quick_default=False,
+        extra_cols=("env_steps", "iterations"),
+    ),
+    "coldstart": Item(
+        "coldstart",
+        "Cold start: fresh interpreter to the first training iteration's result (seconds)",
+        (
+            Side(
+                "rl",
+                "rlightning Lab.local + build + step",
+                "ours",
+                "ours",
+                "rlightning_coldstart.py",
+                per_repeat_process=True,
+            ),
+            Side("rllib", "RLlib build_algo + train", "peer", "rllib", "rllib_coldstart.py", per_repeat_process=True),
+        ),
+        ("first iteration",),
+        higher_is_better=False,
+    ),
+}
+
+GOALS: Tuple[Goal, ...] = (
+    Goal("sampling", "rl_ray", "rllib", ">=", 2.0),
+    Goal("sampling", "rl_ray", "torchrl", ">=", 5.0),
+    Goal("sampling", "rl_ray", "limit", ">=", 0.3),
+    Goal("sampling", "rl_local", "limit", ">=", 0.8),
+    Goal("buffer", "rl_local", "torchrl", ">=", 1.0),
+    Goal("buffer", "rl_local", "limit", ">=", 0.8),
+    Goal("ppo", "rl_ray", "rllib", "<=", 0.7),
+    Goal("coldstart", "rl", "rllib", "<=", 0.5),
+)
+
+
+def stats(values: Sequence[float]) -> Optional[Dict[str, float]]:
+    if not values:
+        return None
+    return {"min": min(values), "median": statistics.median(values), "max": max(values), "n": len(values)}
+
+
+def _index(measurements: Sequence[dict]) -> Dict[Tuple[str, str, str], dict]:
+    return {(m["item"], m["case"], m["side"]): m for m in measurements}
+
+
+def reference_median(item: Item, case: str, ref: str, index: Dict) -> Optional[float]:
+    """The median of side ``ref`` for ``case``; ``"limit"``: the best median of the item's limit sides."""
+    keys = [s.key for s in item.sides if s.role == "limit"] if ref == "limit" else [ref]
+    medians = [stats(index[(item.name, case, k)]["values"]) for k in keys if (item.name, case, k) in index]
+    medians = [m["median"] for m in medians if m]
+    if not medians:
+        return None
+    return max(medians) if item.higher_is_better else min(medians)
+
+
+def ratio(ours: Optional[float], ref: Optional[float]) -> Optional[float]:
+    if ours is None or not ref:
+        return None
+    return ours / ref
+
+
+def judge(measurements: Sequence[dict]) -> List[dict]:
+    """Every goal for every case with both figures: ratio, threshold, met."""
+    index = _index(measurements)
+    out = []
+    for g in GOALS:
+        item = ITEMS[g.item]
+        for case in item.cases:
+            m = index.get((g.item, case, g.ours))
+            ours = stats(m["values"])["median"] if m and m["values"] else None
+            r = ratio(ours, reference_median(item, case, g.ref, index))
+            if r is None:
+                continue
+            met = r >= g.threshold if g.op == ">=" else r <= g.threshold
+            out.append(
+                {
+                    "item": g.item,
+                    "case": case,
+                    "side": g.ours,
+                    "ref": g.ref,
+                    "op": g.op,
+                    "threshold": g.threshold,
+                    "ratio": r,
+                    "met": met,
+                }
+            )
+    return out
+
+
+def fmt(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    ax = abs(x)
+    if ax >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if ax >= 1e4:
+        return f"{x / 1e3:.1f}k"
+    if ax >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}" if ax < 10 else f"{x:.1f}"
+
+
+def _ref_label(item: Item, ref: str) -> str:
+    if ref == "limit":
+        return "limit"
+    return {"rllib": "RLlib", "torchrl": "TorchRL"}.get(ref, ref)
+
+
+def markdown(measurements: Sequence[dict], items: Sequence[str]) -> str:
+    """One table per item: each side's min/median/max; ratio columns and goals on rlightning's rows."""
+    index = _index(measurements)
+    verdicts = judge(measurements)
+    lines: List[str] = []
+    for name in items:
+        item = ITEMS[name]
+        refs = [k for k in ("rllib", "torchrl") if any(s.key == k for s in item.sides)]
+        if any(s.role == "limit" for s in item.sides):
+            refs.append("limit")
+        extra = list(item.extra_cols)
+        head = ["case", "side", "min", "median", "max", "unit"] + extra
+        head += [f"rlightning / {_ref_label(item, r)}" for r in refs] + ["goals"]
+        lines += [f"### {item.title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for case in item.cases:
+            for side in item.sides:
+                m = index.get((name, case, side.key))
+                if m is None:
+                    continue
+                st = stats(m["values"])
+                label = side.label + (" (busy)" if m.get("busy") else "")
+                row = [case, label]
+                row += [fmt(st[k]) for k in ("min", "median", "max")] if st else ["-", "failed", "-"]
+                row.append(m.get("unit", ""))
+                for col in extra:
+                    vals = [x for x in m.get("extras", {}).get(col, []) if x is not None]
+                    row.append(fmt(statistics.median(vals)) if vals else "-")
+                if side.role in ("ours", "info") and st:
+                    for r in refs:
+                        rr = ratio(st["median"], reference_median(item, case, r, index))
+                        row.append(f"{rr:.2f}x" if rr is not None else "-")
+                    goals = [v for v in verdicts if v["item"] == name and v["case"] == case and v["side"] == side.key]
+                    row.append(
+                        "; ".join(
+                            f"{v['op']} {v['threshold']:g}x {_ref_label(item, v['ref'])}: "
+                            f"{'met' if v['met'] else '**not met**'}"
+                            for v in goals
+                        )
+                        or ""
+                    )
+                else:
+                    row += [""] * (len(refs) + 1)
+                lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def goal_summary(measurements: Sequence[dict]) -> str:
+    """Goals met / not met, one line per goal (all its cases)."""
+    verdicts = judge(measurements)
+    lines = ["| goal | cases met | worst ratio |", "|---|---|---|"]
+    for g in GOALS:
+        vs = [v for v in verdicts if (v["item"], v["side"], v["ref"]) == (g.item, g.ours, g.ref)]
+        if not vs:
+            continue
+        side = next(s for s in ITEMS[g.item].sides if s.key == g.ours)
+        worst = min(vs, key=lambda v: v["ratio"]) if g.op == ">=" else max(vs, key=lambda v: v["ratio"])
+        met = sum(v["met"] for v in vs)
+        label = f"{g.item}: {side.label} {g.text(_ref_label(ITEMS[g.item], g.ref))}"
+        lines.append(f"| {label} | {met}/{len(vs)} | {worst['ratio']:.2f}x ({worst['case']}) |")
+    return "\n".join(lines)

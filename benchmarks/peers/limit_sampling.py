@@ -1,0 +1,54 @@
+"""The sampling limit: one gymnasium vector env of all W x N sub-envs + the MLP, in one process.
+
+``--mode vector_entry_point`` is gymnasium's fastest vectorisation for CartPole
+(the env's own vectorised implementation); ``--mode sync`` is SyncVectorEnv.
+Each step: observations to a tensor, forward pass, categorical sample, env step.
+"""
+
+from __future__ import annotations
+
+import _common as c
+
+c.set_threads()
+
+import gymnasium as gym  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+
+def mlp(inp: int, out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(inp, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, out))
+
+
+def main() -> None:
+    a = c.args(lambda p: p.add_argument("--mode", default="vector_entry_point"))
+    cases = a.cases or [c.sampling_case(w, n) for w, n in c.CASES_SAMPLING]
+    for case in cases:
+        measure(case, a)
+
+
+def measure(case: str, a) -> None:
+    w, n = c.parse_case(case)
+    total = w * n
+    env = gym.make_vec(c.ENV, num_envs=total, vectorization_mode=a.mode)
+    obs, _ = env.reset(seed=0)
+    actor = mlp(4, 2)
+    state = {"obs": obs}
+
+    def steps(k: int = 128) -> int:
+        o = state["obs"]
+        for _ in range(k):
+            with torch.no_grad():
+                logits = actor(torch.as_tensor(o))
+                action = torch.distributions.Categorical(logits=logits).sample()
+            o, _, _, _, _ = env.step(action.numpy())
+        state["obs"] = o
+        return k * total
+
+    c.begin(case)
+    c.result(case, c.timed_rate(steps, a.seconds, a.repeats), "env steps/s")
+    env.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""rlightning sampling: the engine's rollout phase (EnvGroup <-> PolicyGroup, transitions into the buffer).
+
+``--mode local``: env workers in this process; ``--mode ray``: env workers as
+Ray actors (the ``cartpole_ppo`` preset's layout); ``--mode ray-all``: env,
+eval and storage workers all Ray actors. The policy is ``cartpole_ppo``'s MLP
+(4 -> 64 -> 64 -> 2, tanh). A timed call is one ``engine.rollout()`` of 128
+steps per worker; the on-policy buffer is emptied between calls, untimed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import _common as c
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+c.set_threads()
+
+from rlightning.utils.builders import build_run  # noqa: E402
+from rlightning.utils.config import apply_overrides, load_preset  # noqa: E402
+
+STEPS = 128
+
+
+def measure(case: str, cfg, a) -> None:
+    engine = build_run(cfg).engine
+    timed = [0.0]
+
+    def rollout() -> int:
+        t0 = time.perf_counter()
+        steps = engine.rollout()["rollout_env_steps"]
+        timed[0] += time.perf_counter() - t0
+        engine.buffer.clear()
+        return steps
+
+    # Only the rollout calls are timed (the untimed clear is subtracted): env steps / rollout seconds.
+    rollout()
+    rates = []
+    c.begin(case)
+    for _ in range(a.repeats):
+        timed[0], done, t_wall = 0.0, 0, time.perf_counter()
+        while time.perf_counter() - t_wall < a.seconds:
+            done += rollout()
+        rates.append(done / timed[0])
+    c.result(case, rates, "env steps/s")
+    engine.close()
+
+
+def main() -> None:
+    a = c.args(lambda p: p.add_argument("--mode", default="local", choices=["local", "ray", "ray-all"]))
+    cases = a.cases or [c.sampling_case(w, n) for w, n in c.CASES_SAMPLING]
+    remote = a.mode != "local"
+    if remote:
+        from rlightning.utils.ray.runtime import acquire_ray
+
+        acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    for case in cases:
+        w, n = c.parse_case(case)
+        all_remote = str(a.mode == "ray-all").lower()
+        cfg = apply_overrides(
+            load_preset("cartpole_ppo"),
+            [
+                f"env.num_workers={w}",
+                f"env.num_envs={n}",
+                f"cluster.remote_env={str(remote).lower()}",
+                f"cluster.remote_eval={all_remote}",
+                f"cluster.remote_storage={all_remote}",
+                f"train.rollout_steps={STEPS}",
+                f"buffer.capacity={STEPS * w * n + 1}",
+                "log.progress=false",
+                "log.jsonl=false",
+                f"log.run_dir={os.environ.get('BENCH_TMP', '/tmp')}/rlightning-bench-runs",
+            ],
+        )
+        measure(case, cfg, a)
+    if remote:
+        from rlightning.utils.ray.runtime import release_ray
+
+        release_ray()
+
+
+if __name__ == "__main__":
+    main()
