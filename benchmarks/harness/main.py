@@ -9,12 +9,14 @@ benchmarks/run --only ppo --repeats 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -58,11 +60,17 @@ def launch(side: Side, cases: List[str], opts: List[str], timeout: float) -> Dic
     probe: Optional[LoadProbe] = None
     case = None
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=side_env(), start_new_session=True
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=side_env(),
+        cwd=PEERS_DIR,
+        start_new_session=True,
     )
     deadline = time.monotonic() + timeout
     err_tail: List[str] = []
-    import threading
 
     def drain() -> None:  # keep stderr flowing (Ray and the peers are chatty) and keep its tail
         for line in proc.stderr:
@@ -71,10 +79,17 @@ def launch(side: Side, cases: List[str], opts: List[str], timeout: float) -> Dic
 
     t = threading.Thread(target=drain, daemon=True)
     t.start()
+    timed_out = threading.Event()
+
+    def watchdog() -> None:  # a hung side prints nothing: stop its whole process group at the deadline
+        timed_out.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, watchdog)
+    timer.start()
     try:
         for line in proc.stdout:
-            if time.monotonic() > deadline:
-                raise TimeoutError
             if line.startswith("@@begin "):
                 case = line[len("@@begin ") :].strip()
                 probe = LoadProbe()
@@ -85,9 +100,12 @@ def launch(side: Side, cases: List[str], opts: List[str], timeout: float) -> Dic
                 out[res.pop("case")] = res
                 probe = None
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except (TimeoutError, subprocess.TimeoutExpired):
-        log(f"{side.label}: timed out after {timeout:.0f} s (case {case}); stopped")
+    except subprocess.TimeoutExpired:
+        timed_out.set()
     finally:
+        timer.cancel()
+        if timed_out.is_set():
+            log(f"{side.label}: timed out after {timeout:.0f} s (case {case}); stopped")
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -105,7 +123,7 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace) -> List[dict]
     """All cases of one side, busy cases retried (at most ``--retries`` times); one measurement per case."""
     quick = ["--quick"] if args.quick else []
     timing = ["--repeats", str(1 if side.per_repeat_process else args.repeats), "--seconds", str(args.seconds)]
-    timeout = 900.0 if item.name != "ppo" else 1800.0
+    timeout = 1800.0 if item.name == "ppo" else (300.0 if args.quick else 900.0)
     repeats = args.proc_repeats if side.per_repeat_process else 1
     best: Dict[str, dict] = {}
     attempts: Dict[str, List[dict]] = {c: [] for c in item.cases}

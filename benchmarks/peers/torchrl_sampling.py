@@ -11,6 +11,8 @@ distribution. A timed call is one collector batch of W x N x 128 frames.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 
 import _common as c
 
@@ -25,6 +27,7 @@ from torchrl.envs import GymWrapper  # noqa: E402
 from torchrl.modules import OneHotCategorical, ProbabilisticActor  # noqa: E402
 
 FRAGMENT = 128
+_KEEP: list = []
 
 
 def _make(n: int):
@@ -72,6 +75,11 @@ def main() -> None:
         c.begin(case)
         c.result(case, c.timed_rate(collect, a.seconds, a.repeats), "env steps/s")
         collector.shutdown()
+        # Kept alive to the end: TorchRL 0.14's weight-sync scheme can deadlock when its __del__ runs
+        # from the garbage collector while the next case's collector starts threads.
+        _KEEP.append(collector)
+    sys.stdout.flush()
+    os._exit(0)  # skip TorchRL's finalizers for the same reason
 
 
 if __name__ == "__main__":
