@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -22,15 +22,40 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def ray_head(num_cpus: int = 4, timeout_s: float = 180.0) -> Iterator[str]:
-    """Start a head node in its own process group; yield its address; stop exactly that cluster."""
-    port = free_port()
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"rl-head-{port}.log"
+def ray_head(
+    num_cpus: int = 4, timeout_s: float = 180.0, info: Optional[dict] = None, attempts: int = 3
+) -> Iterator[str]:
+    """Start a head node in its own process group; yield its address; stop exactly that cluster.
+
+    On a busy machine `ray start` can exceed Ray's fixed 30 s node startup window; that
+    failure is retried (``attempts`` in all). ``info``, when given, receives ``session``:
+    the session id every process of this cluster runs in.
+    """
+    for attempt in range(attempts):
+        port = free_port()
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"rl-head-{port}.log"
+        proc = _start_head(port, num_cpus, log)
+        try:
+            _wait_for_head(proc, log, timeout_s)
+            break
+        except RuntimeError as err:
+            _stop_head(proc, log)
+            if "timed out during startup" not in str(err) or attempt == attempts - 1:
+                raise
+    if info is not None:
+        info["session"] = proc.pid
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        _stop_head(proc, log)
+
+
+def _start_head(port: int, num_cpus: int, log: Path) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
     env.setdefault("RAY_agent_register_timeout_ms", "120000")
     with open(log, "w") as out:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [
                 RAY,
                 "start",
@@ -47,24 +72,28 @@ def ray_head(num_cpus: int = 4, timeout_s: float = 180.0) -> Iterator[str]:
             env=env,
             start_new_session=True,
         )
+
+
+def _wait_for_head(proc: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    deadline = time.time() + timeout_s
+    while "block forever" not in log.read_text():
+        if proc.poll() is not None:
+            raise RuntimeError(f"ray start exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        if time.time() > deadline:
+            raise TimeoutError(f"ray head not up after {timeout_s}s: {log.read_text()[-2000:]}")
+        time.sleep(0.5)
+
+
+def _stop_head(proc: subprocess.Popen, log: Path) -> None:
+    """Stop exactly this head: its whole process group (never `ray stop`, which stops every cluster)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
-        deadline = time.time() + timeout_s
-        while "block forever" not in log.read_text():
-            if proc.poll() is not None:
-                raise RuntimeError(f"ray start exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            if time.time() > deadline:
-                raise TimeoutError(f"ray head not up after {timeout_s}s: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
-    finally:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        log.unlink(missing_ok=True)
+            os.killpg(proc.pid, signal.SIGKILL)
+    log.unlink(missing_ok=True)
 
 
 def token_file() -> str:
