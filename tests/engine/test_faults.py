@@ -12,10 +12,12 @@ from tests.support.configs import small_ppo, small_sac
 pytestmark = pytest.mark.ray
 
 
-def test_killed_env_and_eval_workers_are_restarted_and_resynced(tmp_path, ray_runtime, build):
+def test_killed_workers_mid_run_restart_or_stop_naming_the_checkpoint(tmp_path, ray_runtime, build):
+    """Env and eval actors are restarted and re-synced; a dead train worker stops the run; resume continues."""
     from rlightning.widgets.dashboard import engine_state
 
-    engine = build(small_ppo(tmp_path, True, "train.iterations=4")).engine
+    cfg = small_ppo(tmp_path, True, "train.iterations=6", "train.checkpoint_interval=1", "log.name=faulty")
+    engine = build(cfg).engine
     engine.step()
     group = engine.policy_group
     old_eval = group.eval_workers[0].worker
@@ -32,13 +34,44 @@ def test_killed_env_and_eval_workers_are_restarted_and_resynced(tmp_path, ray_ru
     assert group.verify_eval_weight_consistency()["consistent"]
     assert engine_state(engine)["restarts"] == {"env_restarts": 1, "eval_restarts": 1, "storage_restarts": 0}
 
-
-def test_eval_worker_dying_too_often_stops_with_a_clear_error(tmp_path, ray_runtime, build):
-    engine = build(small_ppo(tmp_path, True, "policy.max_restarts=0")).engine
-    engine.step()
-    kill_actor(engine.policy_group.eval_workers[0].worker)
-    with pytest.raises(WorkerLostError, match=r"eval worker 0 died .*max_restarts=0"):
+    returns_before = [m.get("episode_return_mean") for m in engine.metrics.history]
+    steps_at_checkpoint = engine.env_steps
+    kill_actor(group.train_workers[0].worker)
+    with pytest.raises(WorkerLostError, match=r"train worker 0 died .*last checkpoint is .*iter_000003") as info:
         engine.step()
+    assert info.value.role == "train" and info.value.checkpoint.endswith("iter_000003")
+    assert engine.iteration == 3 and engine.phase == "idle"
+    engine.close()
+
+    resumed = build(cfg).engine
+    resumed.load(info.value.checkpoint)
+    assert resumed.iteration == 3 and resumed.env_steps == steps_at_checkpoint
+    metrics = resumed.step()
+    assert metrics["iteration"] == 4 and resumed.env_steps > steps_at_checkpoint
+    history = resumed.metrics.history
+    assert [m["iteration"] for m in history] == [1, 2, 3, 4]
+    assert [m.get("episode_return_mean") for m in history[:3]] == returns_before
+
+
+def test_eval_worker_dying_too_often_stops_with_a_clear_error(ray_runtime, remote_flags):
+    from rlightning.policy.builder import build_policy_group
+    from rlightning.utils.config import ClusterConfig, PolicyConfig
+    from tests.support.policy_data import DISCRETE_META, env_batch
+
+    remote_flags(REMOTE_TRAIN=False, REMOTE_EVAL=True)
+    cluster = ClusterConfig(train_worker_num=1, eval_worker_num=1, eval_each_cpu_num=0.25)
+    group = build_policy_group("ppo", PolicyConfig(hidden_sizes=[8], max_restarts=1), cluster)
+    try:
+        group.construct_network(DISCRETE_META, seed=0)
+        batch = env_batch(2)
+        kill_actor(group.eval_workers[0].worker)
+        assert len(group.rollout_batch(batch)) == 2  # restarted once, answered
+        group.verify_eval_weight_consistency()
+        kill_actor(group.eval_workers[0].worker)
+        with pytest.raises(WorkerLostError, match=r"eval worker 0 died .*restarted 1 time.*max_restarts=1"):
+            group.rollout_batch(batch)
+    finally:
+        group.shutdown()
 
 
 def test_killed_storage_shard_is_replaced_and_reported(tmp_path, ray_runtime, build):
@@ -85,27 +118,3 @@ def test_lost_shard_with_raise_policy_names_what_it_held(ray_runtime, remote_fla
         assert buffer.storages[0] is not None and ray_runtime.get(buffer.storages[0].get_size.remote()) == 10
     finally:
         buffer.close()
-
-
-def test_killed_train_worker_stops_naming_the_checkpoint_and_resume_continues(tmp_path, ray_runtime, build):
-    cfg = small_ppo(tmp_path, True, "train.checkpoint_interval=1", "train.iterations=5", "log.name=faulty")
-    engine = build(cfg).engine
-    engine.step()
-    engine.step()
-    returns_before = [m.get("episode_return_mean") for m in engine.metrics.history]
-    steps_at_checkpoint = engine.env_steps
-    kill_actor(engine.policy_group.train_workers[0].worker)
-    with pytest.raises(WorkerLostError, match=r"train worker 0 died .*last checkpoint is .*iter_000002") as info:
-        engine.step()
-    assert info.value.role == "train" and info.value.checkpoint.endswith("iter_000002")
-    assert engine.iteration == 2 and engine.phase == "idle"
-    engine.close()
-
-    resumed = build(cfg).engine
-    resumed.load(info.value.checkpoint)
-    assert resumed.iteration == 2 and resumed.env_steps == steps_at_checkpoint
-    metrics = resumed.step()
-    assert metrics["iteration"] == 3 and resumed.env_steps > steps_at_checkpoint
-    history = resumed.metrics.history
-    assert [m["iteration"] for m in history] == [1, 2, 3]
-    assert [m.get("episode_return_mean") for m in history[:2]] == returns_before
