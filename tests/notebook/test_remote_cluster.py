@@ -3,17 +3,20 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.support.cluster import ray_head, token_file
 
 
-def _driver(*args: str) -> dict:
+def _driver(*args: str, secret: str = "") -> dict:
     out = subprocess.run(
         [sys.executable, "-m", "tests.support.remote_driver", *args], capture_output=True, text=True, timeout=420
     )
     assert out.returncode == 0, out.stderr[-3000:]
+    if secret:  # logs at DEBUG, reprs, HTML summaries: none shows the token
+        assert secret not in out.stdout + out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -21,7 +24,9 @@ def _driver(*args: str) -> dict:
 @pytest.mark.slow
 def test_lab_on_a_separate_cluster_trains_and_cleans_up():
     with ray_head(num_cpus=4) as address:
-        result = _driver("train", address, token_file())
+        token = Path(token_file()).read_text().strip()
+        assert len(token) >= 16
+        result = _driver("train", address, token_file(), secret=token)
         assert result["iterations"] == 2
         assert result["cpus"] == 4
         assert result["replaced"] is True

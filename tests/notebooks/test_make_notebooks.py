@@ -69,3 +69,18 @@ def test_each_notebook_starts_a_lab_shuts_it_down_and_checks_outputs(name):
     assert "lab.shutdown()" in code[-1], "the last cell shuts the Lab down"
     assert sum("# NBVAL_CHECK_OUTPUT" in c for c in code) >= 3, "deterministic outputs are checked"
     assert not any("ray stop" in c or '"stop"' in c for c in code), "never stop every Ray on the machine"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_committed_outputs_hold_no_tokens_or_secrets(name):
+    import re
+
+    outputs = []
+    for cell in json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())["cells"]:
+        for out in cell.get("outputs", []):
+            outputs.append(json.dumps(out))
+    text = "\n".join(outputs)
+    token_file = Path.home() / ".ray" / "auth_token"
+    if token_file.is_file() and len(token_file.read_text().strip()) >= 16:
+        assert token_file.read_text().strip() not in text
+    assert not re.search(r"(?i)(auth_token|RAY_AUTH_TOKEN|token)\W{1,3}[0-9a-f]{24,}", text)

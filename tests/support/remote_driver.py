@@ -33,12 +33,19 @@ def tiny_config():
 
 
 def train(address: str, token_file: str) -> None:
+    """Join with the token itself (not the file), log at DEBUG, and show everything a notebook would."""
+    import logging
+    from pathlib import Path
+
     from rlightning.notebook import Lab
 
-    lab = Lab.connect(address, token_file=token_file)
+    logging.basicConfig(level=logging.DEBUG)
+    lab = Lab.connect(address, token=Path(token_file).read_text().strip())
     info = lab.cluster_info()
+    print(repr(lab), lab._repr_html_(), info)
     run = lab.build(tiny_config())
     history = run.run(2)
+    print(repr(run), run.metrics)
     run2 = lab.build(tiny_config())  # re-running the cell replaces the first run
     replaced = run._closed and not run2._closed
     lab.shutdown()

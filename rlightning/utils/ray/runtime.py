@@ -8,6 +8,7 @@ Calling acquire twice from a re-run notebook cell never calls ``ray.init`` twice
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from typing import Any, Dict, Optional
@@ -39,8 +40,10 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
             record on the machine); ``"auto"``, ``"host:port"`` or
             ``"ray://host:port"`` join an existing cluster.
         **init_kwargs: Passed to ``ray.init`` when a runtime is started
-            (``num_cpus``, ``num_gpus``, ...). The dashboard, when asked for,
-            listens on 127.0.0.1 unless ``dashboard_host`` says otherwise.
+            (``num_cpus``, ``num_gpus``, ...). A started runtime listens on
+            127.0.0.1 only (every Ray service and worker, and the dashboard when
+            asked for) unless ``node_ip_address`` / ``dashboard_host`` name
+            another address (one other machines can reach, to let them join).
 
     Returns:
         True if this call started or joined Ray, False if Ray was already initialised.
@@ -67,9 +70,12 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
     if address is None:
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("dashboard_host", "127.0.0.1")
+        node_ip = kwargs.pop("node_ip_address", None) or "127.0.0.1"
+        kwargs["_node_ip_address"] = node_ip
         for attempt in range(3):
             try:
-                ray.init(address="local", **kwargs)
+                with _loopback_allowed(node_ip):
+                    ray.init(address="local", **kwargs)
                 break
             except Exception as err:  # noqa: BLE001 - retried only for Ray's startup timeout
                 # On a loaded machine the raylet can miss Ray's fixed 30 s startup window; try again.
@@ -83,6 +89,29 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
             kwargs.pop(key, None)
         ray.init(address=address, **kwargs)
         _state["started"] = False
+
+
+@contextlib.contextmanager
+def _loopback_allowed(node_ip: str):
+    """Let Ray use a loopback node address while it starts.
+
+    On Linux Ray swaps 127.0.0.1 for the machine's interface address (so other
+    machines could join), and its servers then listen on every interface. Ray
+    keeps loopback only where it thinks clusters are unsupported; that switch is
+    flipped for the duration of ``ray.init`` and restored (a later ``Lab.connect``
+    to a remote cluster must see the real interface address again).
+    """
+    from ray._private import ray_constants
+
+    if node_ip not in ("127.0.0.1", "localhost", "::1"):
+        yield
+        return
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
 
 
 def release_ray(force: bool = False) -> bool:

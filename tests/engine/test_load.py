@@ -1,0 +1,32 @@
+"""Load: 16 env workers x 64 sub-environments on logical CPUs, memory sampled throughout stays bounded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.load import fitted_growth, run_load, table, verdict
+
+
+def test_fitted_growth_and_verdict_catch_a_leak():
+    flat = [{"iteration": i, "driver_rss": 4e8, "actor_rss": 6e9, "store_bytes": 1e6} for i in range(0, 200, 5)]
+    assert verdict(flat)["bounded"]
+    leaky = [dict(s, actor_rss=6e9 + s["iteration"] * 3e6) for s in flat]  # 3 MB per iteration
+    v = verdict(leaky)
+    assert not v["bounded"] and not v["actor_rss"]["bounded"] and v["driver_rss"]["bounded"]
+    assert fitted_growth(leaky, "actor_rss")["per_iteration"] == pytest.approx(3e6)
+    store = [dict(s, store_bytes=s["iteration"] * 1e6) for s in flat]
+    assert not verdict(store)["store_bytes"]["bounded"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sixteen_by_sixty_four_for_hundreds_of_iterations_stays_bounded(tmp_path, ray_runtime):
+    result = run_load(workers=16, num_envs=64, iterations=200, rollout_steps=2, sample_every=5, run_dir=str(tmp_path))
+    print(table(result))
+    (tmp_path / "load.json").write_text(json.dumps(result, indent=1))
+    assert result["env_steps"] == 16 * 64 * 2 * 200
+    # 16 env + eval + train + storage actors, the same processes throughout (nothing restarted or leaked)
+    assert {s["actor_processes"] for s in result["samples"]} == {19}
+    assert result["verdict"]["bounded"], table(result)
