@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
-import torch
+
+
+class _NoTensor:
+    """Stands for ``torch.Tensor`` while torch is not imported (then no value can be a tensor)."""
+
+
+def _tensor_type() -> type:
+    """``torch.Tensor`` once torch is imported; env workers never import it (it costs seconds per process)."""
+    torch = sys.modules.get("torch")
+    return torch.Tensor if torch is not None else _NoTensor
 
 
 def map_arrays(value: Any, fn: Callable[[Any], Any]) -> Any:
     """Apply ``fn`` to every tensor or ndarray in ``value``, through dicts, lists and tuples."""
-    if isinstance(value, (torch.Tensor, np.ndarray)):
+    if isinstance(value, (_tensor_type(), np.ndarray)):
         return fn(value)
     if isinstance(value, dict):
         return {k: map_arrays(v, fn) for k, v in value.items()}
@@ -24,12 +34,12 @@ def map_arrays(value: Any, fn: Callable[[Any], Any]) -> Any:
 
 def to_cpu(x: Any) -> Any:
     """Tensor to CPU; arrays are already host memory."""
-    return x.cpu() if isinstance(x, torch.Tensor) else x
+    return x.cpu() if isinstance(x, _tensor_type()) else x
 
 
 def to_numpy(x: Any) -> Any:
     """Tensor to ndarray (detached, on CPU); ndarrays unchanged."""
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
+    return x.detach().cpu().numpy() if isinstance(x, _tensor_type()) else x
 
 
 def cuda_fn(device: Optional[Union[str, int]] = None) -> Callable[[Any], Any]:
@@ -38,6 +48,8 @@ def cuda_fn(device: Optional[Union[str, int]] = None) -> Callable[[Any], Any]:
     Raises:
         RuntimeError: CUDA is not available in this process.
     """
+    import torch
+
     if not torch.cuda.is_available():
         raise RuntimeError("cuda() was called but CUDA is not available; use cpu() or check the worker's GPUs")
     if device is None:

@@ -200,3 +200,9 @@ def _wait_until_dead(ray, actor, attempts: int = 300) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_env_actors_do_not_import_torch(remote_group, ray_runtime):
+    """An env worker process starts without torch (seconds of import per process, times many workers)."""
+    actor = next(iter(remote_group.workers.values()))
+    assert ray_runtime.get(actor.__ray_call__.remote(lambda self: "torch" in __import__("sys").modules)) is False
