@@ -39,8 +39,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get
 # On a busy machine the raylet may give up waiting for its agents (default 30 s) before Ray is up.
 os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
 
+from benchmarks.ray_floor import floor_stepper  # noqa: E402
 from rlightning.env import EnvGroup  # noqa: E402
-from rlightning.types import BatchedData, EnvRet, PolicyResponse  # noqa: E402
+from rlightning.types import BatchedData, PolicyResponse  # noqa: E402
 from rlightning.utils.config import EnvConfig  # noqa: E402
 from rlightning.utils.utils import InternalFlag  # noqa: E402
 
@@ -100,42 +101,9 @@ def group_stepper(group: EnvGroup) -> Callable[[int], None]:
     return step
 
 
-class EchoWorker:
-    """A Ray actor that answers a step with a ready-made EnvRet of the same shapes: the bare Ray round trip."""
-
-    def __init__(self, env_id: str, num_envs: int) -> None:
-        self.env_ret = EnvRet(
-            env_id=env_id,
-            observation=np.zeros((num_envs, 4), dtype=np.float32),
-            last_reward=np.ones(num_envs, dtype=np.float32),
-            last_terminated=np.zeros(num_envs, dtype=bool),
-            last_truncated=np.zeros(num_envs, dtype=bool),
-            info={"episode_return": np.zeros(num_envs), "episode_length": np.zeros(num_envs, dtype=np.int64)},
-        )
-
-    def step(self, policy_resp: PolicyResponse) -> EnvRet:
-        """Return the EnvRet, whatever the action."""
-        return self.env_ret
-
-
 def ray_floor_stepper(group: EnvGroup) -> Tuple[Callable[[int], None], Callable[[], None]]:
-    """Step echo actors (one per worker of ``group``) with the same responses: Ray's own cost per step."""
-    import ray
-
-    actors = [ray.remote(num_cpus=1)(EchoWorker).remote(m.env_id, m.num_envs) for m in group.env_metas]
-    ring = [
-        [PolicyResponse(m.env_id, action=_actions(m.num_envs, seed=k)[0]) for m in group.env_metas] for k in range(RING)
-    ]
-    ray.get([a.step.remote(r) for a, r in zip(actors, ring[0])])
-
-    def step(k: int) -> None:
-        ray.get([a.step.remote(r) for a, r in zip(actors, ring[k % RING])])
-
-    def stop() -> None:
-        for a in actors:
-            ray.kill(a)
-
-    return step, stop
+    """Step echo actors (one per worker of ``group``, see benchmarks/ray_floor.py): Ray's own cost per step."""
+    return floor_stepper([(m.env_id, m.num_envs) for m in group.env_metas])
 
 
 def measure(

@@ -22,8 +22,8 @@ def m(item, case, side, values, unit="env steps/s", busy=False, **extras):
     return {"item": item, "case": case, "side": side, "values": values, "unit": unit, "busy": busy, "extras": extras}
 
 
-def sampling(ours_ray, ours_local, rllib, torchrl, vep, sync, case="2x64"):
-    return [
+def sampling(ours_ray, ours_local, rllib, torchrl, vep, sync, case="2x64", floor=None):
+    return [m("sampling", case, "ray_floor", floor)] * (floor is not None) + [
         m("sampling", case, "rl_ray", ours_ray),
         m("sampling", case, "rl_local", ours_local),
         m("sampling", case, "rllib", rllib),
@@ -107,6 +107,64 @@ def test_every_goal_names_sides_of_its_item():
         keys = {s.key for s in report.ITEMS[g.item].sides}
         assert g.ours in keys
         assert g.ref == "limit" or g.ref in keys
+
+
+def test_ray_floor_row_and_ratios():
+    ms = sampling([10, 30, 20], [80, 100, 90], [5, 10, 15], [4, 5, 6], [100, 100, 100], [200, 40, 50], floor=[40, 50])
+    text = report.markdown(ms, ["sampling"])
+    head = [ln for ln in text.splitlines() if ln.startswith("| case")][0]
+    assert head.endswith("| / RLlib | / TorchRL | / limit | / Ray floor | goals |")
+    rows = {ln.split(" | ")[1]: ln for ln in text.splitlines() if ln.startswith("| 2x64")}
+    floor_row = rows["Ray floor: same Ray calls, actors do no env work"]
+    # the floor (median 45): / RLlib 4.5x, / TorchRL 9x, / limit 0.45x; no ratio to itself, no goals
+    assert "| 4.50x | 9.00x | 0.45x |  |  |" in floor_row
+    # rlightning on Ray (median 20) / floor (45); local workers get no floor ratio
+    assert "| 2.00x | 4.00x | 0.20x | 0.44x |" in rows["rlightning, env workers on Ray"]
+    assert "| 0.90x |  | >= 0.8x limit: met |" in rows["rlightning, local workers"]
+    # the floor is neither a limit nor a goal's reference
+    assert verdict(report.judge(ms), "rl_ray", "limit")["ratio"] == pytest.approx(0.2)
+    summary = report.floor_summary(ms, ["sampling"])
+    assert "| 2x64 | 45.0 env steps/s | 0.45x | 0.44x |" in summary
+    assert report.floor_summary(sampling([1], [1], [1], [1], [1], [1]), ["sampling"]) == ""
+
+
+def test_unsolved_ppo_runs_bound_the_verdict():
+    def ppo(ours, ours_solved, ref, ref_solved):
+        return [
+            m("ppo", "solve", "rl_ray", [ours], "s", solved=[ours_solved], capped=[not ours_solved]),
+            m("ppo", "solve", "rllib", [ref], "s", solved=[ref_solved], capped=[not ref_solved]),
+        ]
+
+    def goal(ms):
+        return [v for v in report.judge(ms) if v["item"] == "ppo"]
+
+    assert goal(ppo(50.0, True, 100.0, True))[0]["met"]
+    assert not goal(ppo(90.0, False, 100.0, True))[0]["met"]  # already above 0.7x: not met whatever comes
+    assert goal(ppo(50.0, False, 100.0, True)) == []  # could still go either way
+    assert goal(ppo(50.0, True, 100.0, False))[0]["met"]  # RLlib needs even longer
+    assert goal(ppo(90.0, True, 100.0, False)) == []
+    assert goal(ppo(50.0, False, 100.0, False)) == []
+    text = report.markdown(ppo(50.0, False, 100.0, True), ["ppo"])
+    assert "rlightning cartpole_ppo (preset: env workers on Ray) (not solved: time cap)" in text
+
+
+def test_coldstart_phases_are_columns():
+    phases = dict(imports_s=[3.0], ray_start_s=[6.0], build_s=[9.5], first_step_s=[2.25])
+    ms = [
+        m("coldstart", "first iteration", "rl", [20.75], "s", **phases),
+        m("coldstart", "first iteration", "rllib", [30.0], "s", imports_s=[5.0]),
+    ]
+    lines = [ln for ln in report.markdown(ms, ["coldstart"]).splitlines() if ln.startswith("| ")]
+    assert "| imports_s | ray_start_s | build_s | first_step_s |" in lines[0]
+    assert "| s | 3 | 6 | 9.5 | 2.25 |" in lines[1]
+    assert "| s | 5 | - | - | - |" in lines[2]
+
+
+def test_phase_seconds():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers"))
+    import _common
+
+    assert _common.phase_seconds(10.0, [11.0, 13.5, 14.0]) == [1.0, 2.5, 0.5]
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="reads /proc")

@@ -1,7 +1,7 @@
 """``benchmarks/run``: every side of every work item, each in a subprocess of its own venv; table + JSON.
 
 benchmarks/run                     # everything (tens of minutes; PPO runs to solve)
-benchmarks/run --quick             # short timings, smaller image buffer, no PPO (< 5 minutes)
+benchmarks/run --quick             # short timings, smaller image buffer, PPO once per side capped (< 5 minutes)
 benchmarks/run --only sampling,buffer
 benchmarks/run --only ppo --repeats 1
 """
@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 
 from benchmarks.harness import venvs
 from benchmarks.harness.load import QUIET_CORES, LoadProbe
-from benchmarks.harness.report import ITEMS, Item, Side, goal_summary, judge, markdown
+from benchmarks.harness.report import ITEMS, Item, Side, floor_summary, goal_summary, judge, markdown
 
 ROOT = venvs.ROOT
 PEERS_DIR = ROOT / "benchmarks" / "peers"
@@ -123,7 +123,11 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace) -> List[dict]
     """All cases of one side, busy cases retried (at most ``--retries`` times); one measurement per case."""
     quick = ["--quick"] if args.quick else []
     timing = ["--repeats", str(1 if side.per_repeat_process else args.repeats), "--seconds", str(args.seconds)]
-    timeout = 1800.0 if item.name == "ppo" else (300.0 if args.quick else 900.0)
+    if item.name == "ppo":
+        timing += ["--max-seconds", str(args.ppo_cap)] if args.ppo_cap else []
+        timeout = args.ppo_cap + 240.0 if args.ppo_cap else 1800.0
+    else:
+        timeout = 300.0 if args.quick else 900.0
     repeats = args.proc_repeats if side.per_repeat_process else 1
     best: Dict[str, dict] = {}
     attempts: Dict[str, List[dict]] = {c: [] for c in item.cases}
@@ -204,19 +208,25 @@ def machine() -> Dict[str, object]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="benchmarks/run", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="short timings, small image buffer, no PPO unless --only ppo")
+    p.add_argument(
+        "--quick", action="store_true", help="short timings, small image buffer, no re-measurement, PPO capped"
+    )
     p.add_argument("--only", default="", help=f"comma-separated items: {','.join(ITEMS)}")
     p.add_argument("--sides", default="", help="comma-separated side keys (e.g. rl_ray,rllib); default all")
     p.add_argument("--repeats", type=int, default=None, help="timed repeats per case (in one process)")
     p.add_argument("--proc-repeats", type=int, default=None, help="fresh processes per case (cold start, PPO)")
     p.add_argument("--seconds", type=float, default=None, help="seconds per timed repeat (sampling)")
     p.add_argument("--retries", type=int, default=None, help="re-measurements of a case when the machine was busy")
+    p.add_argument(
+        "--ppo-cap", type=float, default=None, help="PPO: stop a side after this many seconds (quick: 45; 0: none)"
+    )
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<timestamp>.json)")
     args = p.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 5)
     args.proc_repeats = args.proc_repeats or (1 if args.quick else 3)
-    args.seconds = args.seconds or (0.75 if args.quick else 3.0)
-    args.retries = args.retries if args.retries is not None else (1 if args.quick else 2)
+    args.seconds = args.seconds or (0.5 if args.quick else 3.0)
+    args.retries = args.retries if args.retries is not None else (0 if args.quick else 2)
+    args.ppo_cap = args.ppo_cap if args.ppo_cap is not None else (45.0 if args.quick else 0.0)
     only = [x for x in args.only.split(",") if x]
     unknown = [x for x in only if x not in ITEMS]
     if unknown:
@@ -259,11 +269,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     table = markdown(measurements, items)
     summary = goal_summary(measurements)
+    floors = floor_summary(measurements, items)
+    floors = f"\n### Ray floor (sampling)\n\n{floors}\n" if floors else ""
     mode = "--quick" if args.quick else "full"
+    cap = (
+        f"; PPO capped at {args.ppo_cap:g} s per side (an unsolved run's time is a lower bound)" if args.ppo_cap else ""
+    )
     text = (
-        f"{header}\n\nversions: {peers_line}\n\nmode: {mode}, repeats {args.repeats} (in-process) / "
-        f"{args.proc_repeats} (fresh processes); a side marked (busy) saw other processes use more than "
-        f"{QUIET_CORES} cores even after {args.retries} re-measurement(s)\n\n{table}\n### Goals\n\n{summary}\n"
+        f"{header}\n\nversions: {peers_line}\n\nmode: {mode}, repeats {args.repeats} x {args.seconds:g} s "
+        f"(in-process) / {args.proc_repeats} (fresh processes){cap}; a side marked (busy) saw other processes "
+        f"use more than {QUIET_CORES} cores even after {args.retries} re-measurement(s)\n\n{table}{floors}"
+        f"\n### Goals\n\n{summary}\n"
     )
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,11 @@
 
 A measurement is a dict ``{"item", "case", "side", "unit", "values": [...],
 "busy": bool, "attempts": [...]}``; ``values`` holds one figure per repeat.
-Ratios are rlightning's median over the reference's median. For throughputs a
+Ratios are a row's median over the reference's median. For throughputs a
 goal is ``ratio >= threshold``; for times (seconds) ``ratio <= threshold``.
+A side with role ``"floor"`` (the Ray floor of the sampling item) is a lower
+bound for Ray-based samplers: rows named in ``Item.floor_of`` get a ratio to
+it, and the floor row gets its ratios to the peers and the limit.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 class Side:
     key: str  # unique within an item
     label: str  # as printed
-    role: str  # "ours", "peer", "limit" or "info"
+    role: str  # "ours", "peer", "limit", "info" or "floor"
     venv: str  # "ours" or a peer venv name
     script: str  # under benchmarks/peers/
     args: Tuple[str, ...] = ()
@@ -46,9 +49,11 @@ class Item:
     higher_is_better: bool = True
     quick_default: bool = True  # run by --quick unless --only names it
     extra_cols: Tuple[str, ...] = field(default_factory=tuple)  # extras shown (medians)
+    floor_of: Tuple[str, ...] = ()  # side keys whose ratio to the item's floor side is shown
 
 
 SAMPLING_CASES = ("1x8", "1x64", "2x8", "2x64")
+COLDSTART_PHASES = ("imports_s", "ray_start_s", "build_s", "first_step_s")
 ITEMS: Dict[str, Item] = {
     "sampling": Item(
         "sampling",
@@ -56,6 +61,14 @@ ITEMS: Dict[str, Item] = {
         (
             Side(
                 "rl_ray", "rlightning, env workers on Ray", "ours", "ours", "rlightning_sampling.py", ("--mode", "ray")
+            ),
+            Side(
+                "ray_floor",
+                "Ray floor: same Ray calls, actors do no env work",
+                "floor",
+                "ours",
+                "rlightning_sampling.py",
+                ("--mode", "floor"),
             ),
             Side(
                 "rl_local", "rlightning, local workers", "ours", "ours", "rlightning_sampling.py", ("--mode", "local")
@@ -73,6 +86,7 @@ ITEMS: Dict[str, Item] = {
             Side("limit_sync", "limit: SyncVectorEnv", "limit", "ours", "limit_sampling.py", ("--mode", "sync")),
         ),
         SAMPLING_CASES,
+        floor_of=("rl_ray",),
     ),
     "buffer": Item(
         "buffer",
@@ -115,13 +129,13 @@ ITEMS: Dict[str, Item] = {
                 "rlightning_ppo.py",
                 ("--mode", "local"),
                 per_repeat_process=True,
+                full_only=True,
             ),
             Side("rllib", "RLlib PPO", "peer", "rllib", "rllib_ppo.py", per_repeat_process=True),
         ),
         ("solve",),
         higher_is_better=False,
-        quick_default=False,
-        extra_cols=("env_steps", "iterations"),
+        extra_cols=("env_steps", "iterations", "final_return"),
     ),
     "coldstart": Item(
         "coldstart",
@@ -139,6 +153,7 @@ ITEMS: Dict[str, Item] = {
         ),
         ("first iteration",),
         higher_is_better=False,
+        extra_cols=COLDSTART_PHASES,
     ),
 }
 
@@ -180,8 +195,18 @@ def ratio(ours: Optional[float], ref: Optional[float]) -> Optional[float]:
     return ours / ref
 
 
+def unsolved(m: Optional[dict]) -> bool:
+    """A run to a target (PPO) that stopped short of it (time cap or iteration limit): its time is a lower bound."""
+    return bool(m) and any(x is False for x in m.get("extras", {}).get("solved", []))
+
+
 def judge(measurements: Sequence[dict]) -> List[dict]:
-    """Every goal for every case with both figures: ratio, threshold, met."""
+    """Every goal for every case with both figures: ratio, threshold, met.
+
+    A time that is only a lower bound (an unsolved run) decides a goal only where the bound does:
+    ours unsolved -> "not met" if already above the threshold; the reference unsolved -> "met" if
+    already below; otherwise (or both unsolved) the goal gets no verdict.
+    """
     index = _index(measurements)
     out = []
     for g in GOALS:
@@ -193,6 +218,9 @@ def judge(measurements: Sequence[dict]) -> List[dict]:
             if r is None:
                 continue
             met = r >= g.threshold if g.op == ">=" else r <= g.threshold
+            ours_low, ref_low = unsolved(m), unsolved(index.get((g.item, case, g.ref)))
+            if (ours_low and ref_low) or (ours_low and met) or (ref_low and not met):
+                continue
             out.append(
                 {
                     "item": g.item,
@@ -224,11 +252,21 @@ def fmt(x: Optional[float]) -> str:
 def _ref_label(item: Item, ref: str) -> str:
     if ref == "limit":
         return "limit"
+    if ref == "floor":
+        return "Ray floor"
     return {"rllib": "RLlib", "torchrl": "TorchRL"}.get(ref, ref)
 
 
+def floor_side(item: Item) -> Optional[Side]:
+    return next((s for s in item.sides if s.role == "floor"), None)
+
+
 def markdown(measurements: Sequence[dict], items: Sequence[str]) -> str:
-    """One table per item: each side's min/median/max; ratio columns and goals on rlightning's rows."""
+    """One table per item: each side's min/median/max; ratio columns on rlightning's (and the floor's) rows.
+
+    A ratio column ``/ X`` holds the row's median over X's median (``limit``: the best limit side;
+    ``Ray floor``: only on the rows of ``Item.floor_of``). Goals are judged on rlightning's rows.
+    """
     index = _index(measurements)
     verdicts = judge(measurements)
     lines: List[str] = []
@@ -237,27 +275,40 @@ def markdown(measurements: Sequence[dict], items: Sequence[str]) -> str:
         refs = [k for k in ("rllib", "torchrl") if any(s.key == k for s in item.sides)]
         if any(s.role == "limit" for s in item.sides):
             refs.append("limit")
+        floor = floor_side(item)
+        ratio_cols = refs + (["floor"] if floor else [])
         extra = list(item.extra_cols)
         head = ["case", "side", "min", "median", "max", "unit"] + extra
-        head += [f"rlightning / {_ref_label(item, r)}" for r in refs] + ["goals"]
+        head += [f"/ {_ref_label(item, r)}" for r in ratio_cols] + ["goals"]
         lines += [f"### {item.title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for case in item.cases:
+            floor_median = None
+            if floor is not None:
+                fm = index.get((name, case, floor.key))
+                fst = stats(fm["values"]) if fm else None
+                floor_median = fst["median"] if fst else None
             for side in item.sides:
                 m = index.get((name, case, side.key))
                 if m is None:
                     continue
                 st = stats(m["values"])
                 label = side.label + (" (busy)" if m.get("busy") else "")
+                if unsolved(m):
+                    capped = any(m.get("extras", {}).get("capped", []))
+                    label += " (not solved: time cap)" if capped else " (not solved)"
                 row = [case, label]
                 row += [fmt(st[k]) for k in ("min", "median", "max")] if st else ["-", "failed", "-"]
                 row.append(m.get("unit", ""))
                 for col in extra:
-                    vals = [x for x in m.get("extras", {}).get(col, []) if x is not None]
+                    vals = [x for x in m.get("extras", {}).get(col, []) if isinstance(x, (int, float))]
                     row.append(fmt(statistics.median(vals)) if vals else "-")
-                if side.role in ("ours", "info") and st:
+                if side.role in ("ours", "info", "floor") and st:
                     for r in refs:
                         rr = ratio(st["median"], reference_median(item, case, r, index))
                         row.append(f"{rr:.2f}x" if rr is not None else "-")
+                    if floor is not None:
+                        rr = ratio(st["median"], floor_median) if side.key in item.floor_of else None
+                        row.append(f"{rr:.2f}x" if rr is not None else "")
                     goals = [v for v in verdicts if v["item"] == name and v["case"] == case and v["side"] == side.key]
                     row.append(
                         "; ".join(
@@ -268,9 +319,43 @@ def markdown(measurements: Sequence[dict], items: Sequence[str]) -> str:
                         or ""
                     )
                 else:
-                    row += [""] * (len(refs) + 1)
+                    row += [""] * (len(ratio_cols) + 1)
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+    return "\n".join(lines)
+
+
+def floor_summary(measurements: Sequence[dict], items: Sequence[str]) -> str:
+    """Per case of an item with a floor side: the floor, floor / limit and each floor_of side / floor.
+
+    The floor / limit ratio bounds what any Ray-based sampler with that call pattern can reach against
+    the limit on this machine; ``side / floor`` shows how much of it the side keeps.
+    """
+    index = _index(measurements)
+    lines: List[str] = []
+    for name in items:
+        item = ITEMS[name]
+        floor = floor_side(item)
+        if floor is None or not any(m["item"] == name and m["side"] == floor.key for m in measurements):
+            continue
+        labels = [next(s.label for s in item.sides if s.key == k) for k in item.floor_of]
+        head = ["case", "Ray floor (median)", "floor / limit"] + [f"{lb} / floor" for lb in labels]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for case in item.cases:
+            fm = index.get((name, case, floor.key))
+            fst = stats(fm["values"]) if fm else None
+            if fst is None:
+                continue
+            f_med = fst["median"]
+            row = [case, f"{fmt(f_med)} {fm.get('unit', '')}".strip()]
+            fl = ratio(f_med, reference_median(item, case, "limit", index))
+            row.append(f"{fl:.2f}x" if fl is not None else "-")
+            for k in item.floor_of:
+                om = index.get((name, case, k))
+                ost = stats(om["values"]) if om else None
+                rr = ratio(ost["median"], f_med) if ost else None
+                row.append(f"{rr:.2f}x" if rr is not None else "-")
+            lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 

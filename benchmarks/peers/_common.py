@@ -48,6 +48,7 @@ def args(extra: Optional[Callable[[argparse.ArgumentParser], None]] = None) -> a
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per timed repeat")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--t0", type=float, default=None, help="wall-clock time the harness launched us (cold start)")
+    p.add_argument("--max-seconds", type=float, default=0.0, help="time cap of a run to a target (PPO); 0: none")
     if extra:
         extra(p)
     a = p.parse_args()
@@ -64,6 +65,11 @@ def result(case: str, values: List[float], unit: str, **extra) -> None:
     print(
         "@@result " + json.dumps({"case": case, "values": list(map(float, values)), "unit": unit, **extra}), flush=True
     )
+
+
+def phase_seconds(t0: float, marks: List[float]) -> List[float]:
+    """Durations between consecutive time stamps, starting from ``t0``: phase i = marks[i] - marks[i - 1]."""
+    return [round(b - a, 3) for a, b in zip([t0, *marks[:-1]], marks)]
 
 
 def timed_rate(run_once: Callable[[], int], seconds: float, repeats: int) -> List[float]:

@@ -2,7 +2,9 @@
 
 Timed from the built engine to the iteration that reaches the target (the
 build is cold start's business). ``--mode ray`` is the preset as shipped (env
-workers on Ray); ``--mode local`` puts them in this process.
+workers on Ray); ``--mode local`` puts them in this process. ``--max-seconds``
+stops the run after the first iteration past that time (``solved`` is then
+false unless the target was reached).
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ def main() -> None:
     engine = build_run(cfg).engine
     c.begin("solve")
     t0 = time.perf_counter()
-    engine.run()
+
+    def within_cap(_engine, _metrics) -> bool:
+        return not a.max_seconds or time.perf_counter() - t0 < a.max_seconds
+
+    engine.run(callbacks=[within_cap])
     seconds = time.perf_counter() - t0
     ret = float(engine.last_metrics.get("episode_return_mean", 0.0))
     c.result(
@@ -54,6 +60,7 @@ def main() -> None:
         iterations=engine.iteration,
         final_return=ret,
         solved=ret >= TARGET,
+        capped=bool(a.max_seconds) and ret < TARGET and seconds >= a.max_seconds,
     )
     engine.close()
     if remote:

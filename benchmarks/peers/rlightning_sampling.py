@@ -2,7 +2,10 @@
 
 ``--mode local``: env workers in this process; ``--mode ray``: env workers as
 Ray actors (the ``cartpole_ppo`` preset's layout); ``--mode ray-all``: env,
-eval and storage workers all Ray actors. The policy is ``cartpole_ppo``'s MLP
+eval and storage workers all Ray actors; ``--mode floor``: the Ray floor under
+``--mode ray`` (benchmarks/ray_floor.py): per step, one call per env worker to
+actors that do no env work, same payloads, resolved together (no policy, no
+buffer). The policy is ``cartpole_ppo``'s MLP
 (4 -> 64 -> 64 -> 2, tanh). A timed call is one ``engine.rollout()`` of 128
 steps per worker; the on-policy buffer is emptied between calls, untimed.
 """
@@ -16,7 +19,10 @@ from pathlib import Path
 
 import _common as c
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+# Ray's workers import benchmarks.ray_floor (the floor's actor class) from the repository root.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 c.set_threads()
 
 from rlightning.utils.builders import build_run  # noqa: E402
@@ -49,8 +55,27 @@ def measure(case: str, cfg, a) -> None:
     engine.close()
 
 
+def measure_floor(case: str, a) -> None:
+    """The Ray floor for ``case``: a timed call is STEPS floor steps of W echo actors (W x N x STEPS env steps)."""
+    from benchmarks.ray_floor import floor_stepper
+
+    w, n = c.parse_case(case)
+    step, stop = floor_stepper([(f"floor_{i}", n) for i in range(w)])
+    k = [0]
+
+    def rollout() -> int:
+        for _ in range(STEPS):
+            step(k[0])
+            k[0] += 1
+        return STEPS * w * n
+
+    c.begin(case)
+    c.result(case, c.timed_rate(rollout, a.seconds, a.repeats), "env steps/s")
+    stop()
+
+
 def main() -> None:
-    a = c.args(lambda p: p.add_argument("--mode", default="local", choices=["local", "ray", "ray-all"]))
+    a = c.args(lambda p: p.add_argument("--mode", default="local", choices=["local", "ray", "ray-all", "floor"]))
     cases = a.cases or [c.sampling_case(w, n) for w, n in c.CASES_SAMPLING]
     remote = a.mode != "local"
     if remote:
@@ -58,6 +83,9 @@ def main() -> None:
 
         acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
     for case in cases:
+        if a.mode == "floor":
+            measure_floor(case, a)
+            continue
         w, n = c.parse_case(case)
         all_remote = str(a.mode == "ray-all").lower()
         cfg = apply_overrides(
