@@ -34,6 +34,29 @@ RSS_GROWTH_LIMIT = 0.05
 STORE_GROWTH_LIMIT = 32 * MIB
 
 
+def job_processes(job_id: str, session: Optional[int] = None) -> Dict[int, str]:
+    """Ray worker processes bound to ``job_id`` (``RAY_JOB_ID`` in their environment): pid -> process title.
+
+    ``session`` keeps only processes of that session id (a cluster started in its own session).
+    The raylet's pool of workers not yet bound to a job (job ``ffffffff``) belongs to no driver.
+    """
+    import psutil
+
+    out: Dict[int, str] = {}
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info.get("cmdline") or []
+        if not cmd or not (cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd)):
+            continue
+        try:
+            if session is not None and os.getsid(proc.pid) != session:
+                continue
+            if proc.environ().get("RAY_JOB_ID") == job_id:
+                out[proc.pid] = cmd[0].strip()[:80]
+        except (OSError, psutil.Error):
+            continue
+    return out
+
+
 def job_memory(job_id: str) -> Dict[str, float]:
     """Resident memory of this process and of the Ray worker processes bound to ``job_id``.
 
@@ -43,15 +66,10 @@ def job_memory(job_id: str) -> Dict[str, float]:
     import psutil
 
     out = {"actor_rss": 0.0, "actor_processes": 0, "idle_rss": 0.0, "idle_processes": 0}
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        cmd = proc.info.get("cmdline") or []
-        if not cmd or not (cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd)):
-            continue
+    for pid, title in job_processes(job_id).items():
+        kind = "idle" if title == "ray::IDLE" or not title.startswith("ray::") else "actor"
         try:
-            if proc.environ().get("RAY_JOB_ID") != job_id:
-                continue
-            kind = "idle" if cmd[0].strip() == "ray::IDLE" or not cmd[0].startswith("ray::") else "actor"
-            out[f"{kind}_rss"] += proc.memory_info().rss
+            out[f"{kind}_rss"] += psutil.Process(pid).memory_info().rss
             out[f"{kind}_processes"] += 1
         except psutil.Error:
             continue

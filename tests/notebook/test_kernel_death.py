@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
+from benchmarks.load import job_processes
 from tests.support.cluster import ray_head, token_file
 
 KERNEL_CELL = """
@@ -27,25 +27,6 @@ run.step()
 import ray
 print("KERNEL-READY", json.dumps({{"pid": os.getpid(), "job": ray.get_runtime_context().get_job_id()}}))
 """
-
-
-def _job_workers(session: int, job: str) -> dict:
-    """Ray worker processes of one job on the cluster of this session: pid -> process title.
-
-    Workers are bound to a job through ``RAY_JOB_ID`` in their environment; the raylet's pool of
-    unassigned workers (job ``ffffffff``) belongs to the cluster, not to any driver.
-    """
-    out = {}
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        if not cmd or not (cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd)):
-            continue
-        try:
-            if os.getsid(p.info["pid"]) == session and p.environ().get("RAY_JOB_ID") == job:
-                out[p.info["pid"]] = cmd[0].strip()[:80]
-        except (ProcessLookupError, psutil.Error):
-            pass
-    return out
 
 
 def _cluster_state(address: str) -> dict:
@@ -81,7 +62,7 @@ def test_dead_kernel_leaves_no_actors_groups_or_workers(tmp_path):
             text = "".join(outputs)
             assert reply["content"]["status"] == "ok", text[-3000:]
             ready = json.loads(text.split("KERNEL-READY", 1)[1].strip().splitlines()[0])
-            during = _job_workers(head["session"], ready["job"])
+            during = job_processes(ready["job"], head["session"])
             kinds = {title.split(".")[0] for title in during.values()}  # "ray::Class" or "ray::Class.method"
             expected = {"ray::GymnasiumEnv", "ray::PPOPolicy_eval", "ray::PPOPolicy_train", "ray::Storage"}
             assert expected <= kinds and len(during) >= 5, during
@@ -94,7 +75,7 @@ def test_dead_kernel_leaves_no_actors_groups_or_workers(tmp_path):
         left = during
         while left and time.time() < deadline:
             time.sleep(1)
-            left = _job_workers(head["session"], ready["job"])
+            left = job_processes(ready["job"], head["session"])
         assert not left, f"worker processes of the dead kernel's job still running: {left}"
         state = _cluster_state(address)
         assert state == {"alive": [], "placement_groups": 0}
