@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -103,8 +104,14 @@ def init_world(
     bcast_backend: str,
     device: torch.device,
     timeout_s: float = 120.0,
+    init_method: Optional[str] = None,
 ) -> CommState:
     """Join the policy world and create its subgroups (every member calls this, concurrently).
+
+    Args:
+        init_method: How members meet; default ``tcp://master_addr:master_port`` (a store that
+            listens on every interface, as multi-node groups need). A ``file://`` store on one
+            machine opens no socket for the rendezvous, and gloo then binds loopback only.
 
     Raises:
         ValueError: a rank outside ``[0, world_size)``.
@@ -115,10 +122,12 @@ def init_world(
         raise ValueError(f"rank {rank} is outside [0, {world_size}) for the policy process group")
     if "nccl" in (ddp_backend, bcast_backend) and device.type == "cuda":
         torch.cuda.set_device(device)
+    if init_method and init_method.startswith("file://"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # this machine only: gloo pairs on loopback
     if not dist.is_initialized():
         dist.init_process_group(
             backend="gloo",
-            init_method=f"tcp://{master_addr}:{master_port}",
+            init_method=init_method or f"tcp://{master_addr}:{master_port}",
             rank=rank,
             world_size=world_size,
             timeout=datetime.timedelta(seconds=timeout_s),

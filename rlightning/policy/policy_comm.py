@@ -79,6 +79,7 @@ class PolicyCommMixin:
         ddp_backend: str = "gloo",
         bcast_backend: str = "gloo",
         timeout_s: float = 120.0,
+        init_method: Optional[str] = None,
     ) -> Dict[str, Any]:
         """Join the policy world as ``rank`` and its data-parallel and broadcast subgroups.
 
@@ -95,6 +96,7 @@ class PolicyCommMixin:
             bcast_backend,
             self.device,
             timeout_s,
+            init_method,
         )
         self._dist_rank, self._dist_world_size = rank, world_size  # what DistributedMixin reports
         return self.comm_info()

@@ -94,6 +94,7 @@ class PolicyGroup:
         self._deterministic: Optional[bool] = None
         self._eval_restarts = [0] * len(self.eval_workers)
         self._restart_lock = threading.Lock()
+        self._rendezvous_file: Optional[Path] = None
 
     # ------------------------------------------------------------------ setup
 
@@ -170,6 +171,15 @@ class PolicyGroup:
         bcast_place = self._placement["train"][:1] + self._placement["eval"]
         bcast_backend, bcast_reason = choose_backend(backend, bcast_place, "weight broadcast") if bcast else (None, "")
         address = trains[0].call("comm_address")
+        init_method = None
+        if address["addr"] in ("127.0.0.1", "localhost", "::1"):
+            # A runtime on loopback is one machine: meet through a file, so nothing listens beyond it.
+            import tempfile
+            import uuid
+
+            path = Path(tempfile.gettempdir()) / f"rlightning-rendezvous-{uuid.uuid4().hex}"
+            init_method = f"file://{path}"
+            self._rendezvous_file = path
         futures = [
             m.submit(
                 "init_comm",
@@ -181,13 +191,14 @@ class PolicyGroup:
                 bcast_ranks,
                 ddp_backend,
                 bcast_backend or "gloo",
+                init_method=init_method,
             )
             for rank, m in enumerate(members)
         ]
         resolve(futures)
         self._comm = {
             "world_size": len(members),
-            "master": f"{address['addr']}:{address['port']}",
+            "master": init_method or f"{address['addr']}:{address['port']}",
             "ddp_size": len(trains) if ddp else 1,
             "ddp_backend": ddp_backend if ddp else None,
             "ddp_fallback_reason": ddp_reason if ddp else "",
@@ -547,6 +558,8 @@ class PolicyGroup:
             return
         for w in self.train_workers + self.eval_workers:
             w.kill()
+        if self._rendezvous_file is not None:
+            self._rendezvous_file.unlink(missing_ok=True)
         self._closed = True
 
     def close(self) -> None:
