@@ -102,6 +102,15 @@ def test_extras_shown_as_medians():
     assert "| 2000 | 6 |" in row
 
 
+def test_quick_cases_are_cases_and_quick_keeps_every_goal_side():
+    for item in report.ITEMS.values():
+        assert set(item.quick_cases) <= set(item.cases)
+        assert set(item.floor_of) <= {s.key for s in item.sides}
+    for g in report.GOALS:
+        side = next(s for s in report.ITEMS[g.item].sides if s.key == g.ours)
+        assert not side.full_only and report.ITEMS[g.item].quick_default
+
+
 def test_every_goal_names_sides_of_its_item():
     for g in report.GOALS:
         keys = {s.key for s in report.ITEMS[g.item].sides}

@@ -1,7 +1,8 @@
 """``benchmarks/run``: every side of every work item, each in a subprocess of its own venv; table + JSON.
 
 benchmarks/run                     # everything (tens of minutes; PPO runs to solve)
-benchmarks/run --quick             # short timings, smaller image buffer, PPO once per side capped (< 5 minutes)
+benchmarks/run --quick             # sampling 1x8 and 2x64, short timings, small image buffer, no info
+                                   # sides, no re-measurement, PPO once per side capped at 30 s (< 5 minutes)
 benchmarks/run --only sampling,buffer
 benchmarks/run --only ppo --repeats 1
 """
@@ -129,12 +130,13 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace) -> List[dict]
     else:
         timeout = 300.0 if args.quick else 900.0
     repeats = args.proc_repeats if side.per_repeat_process else 1
+    cases = item.quick_cases if args.quick and item.quick_cases else item.cases
     best: Dict[str, dict] = {}
-    attempts: Dict[str, List[dict]] = {c: [] for c in item.cases}
+    attempts: Dict[str, List[dict]] = {c: [] for c in cases}
     if side.per_repeat_process:
-        slots = [(f"{c}#{r}", c) for c in item.cases for r in range(repeats)]
+        slots = [(f"{c}#{r}", c) for c in cases for r in range(repeats)]
     else:
-        slots = [(c, c) for c in item.cases]
+        slots = [(c, c) for c in cases]
     todo = [s for s, _ in slots]
     for attempt in range(args.retries + 1):
         if not todo:
@@ -160,7 +162,7 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace) -> List[dict]
         if todo and attempt < args.retries:
             log(f"{side.label}: machine busy during {todo}; measuring again ({attempt + 1}/{args.retries})")
     out = []
-    for case in item.cases:
+    for case in cases:
         got = [best[s] for s, c in slots if c == case and s in best]
         values = [v for r in got for v in r["values"]]
         extras: Dict[str, list] = {}
@@ -218,7 +220,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="seconds per timed repeat (sampling)")
     p.add_argument("--retries", type=int, default=None, help="re-measurements of a case when the machine was busy")
     p.add_argument(
-        "--ppo-cap", type=float, default=None, help="PPO: stop a side after this many seconds (quick: 45; 0: none)"
+        "--ppo-cap", type=float, default=None, help="PPO: stop a side after this many seconds (quick: 30; 0: none)"
     )
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<timestamp>.json)")
     args = p.parse_args(argv)
@@ -226,7 +228,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.proc_repeats = args.proc_repeats or (1 if args.quick else 3)
     args.seconds = args.seconds or (0.5 if args.quick else 3.0)
     args.retries = args.retries if args.retries is not None else (0 if args.quick else 2)
-    args.ppo_cap = args.ppo_cap if args.ppo_cap is not None else (45.0 if args.quick else 0.0)
+    args.ppo_cap = args.ppo_cap if args.ppo_cap is not None else (30.0 if args.quick else 0.0)
     only = [x for x in args.only.split(",") if x]
     unknown = [x for x in only if x not in ITEMS]
     if unknown:
@@ -275,6 +277,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     cap = (
         f"; PPO capped at {args.ppo_cap:g} s per side (an unsolved run's time is a lower bound)" if args.ppo_cap else ""
     )
+    if args.quick:
+        trimmed = [f"{n} cases {', '.join(ITEMS[n].quick_cases)}" for n in items if ITEMS[n].quick_cases]
+        skipped = [s.label for n in items for s in ITEMS[n].sides if s.full_only]
+        cap += "; quick: " + "; ".join(trimmed + ([f"skipped: {', '.join(skipped)}"] if skipped else []))
     text = (
         f"{header}\n\nversions: {peers_line}\n\nmode: {mode}, repeats {args.repeats} x {args.seconds:g} s "
         f"(in-process) / {args.proc_repeats} (fresh processes){cap}; a side marked (busy) saw other processes "

@@ -50,6 +50,7 @@ class Item:
     quick_default: bool = True  # run by --quick unless --only names it
     extra_cols: Tuple[str, ...] = field(default_factory=tuple)  # extras shown (medians)
     floor_of: Tuple[str, ...] = ()  # side keys whose ratio to the item's floor side is shown
+    quick_cases: Tuple[str, ...] = ()  # the cases --quick measures (default: all)
 
 
 SAMPLING_CASES = ("1x8", "1x64", "2x8", "2x64")
@@ -83,10 +84,19 @@ ITEMS: Dict[str, Item] = {
                 "limit_sampling.py",
                 ("--mode", "vector_entry_point"),
             ),
-            Side("limit_sync", "limit: SyncVectorEnv", "limit", "ours", "limit_sampling.py", ("--mode", "sync")),
+            Side(
+                "limit_sync",
+                "limit: SyncVectorEnv",
+                "limit",
+                "ours",
+                "limit_sampling.py",
+                ("--mode", "sync"),
+                full_only=True,
+            ),
         ),
         SAMPLING_CASES,
         floor_of=("rl_ray",),
+        quick_cases=("1x8", "2x64"),
     ),
     "buffer": Item(
         "buffer",
@@ -102,6 +112,7 @@ ITEMS: Dict[str, Item] = {
                 "ours",
                 "rlightning_buffer.py",
                 ("--mode", "sharded"),
+                full_only=True,
             ),
             Side("torchrl", "TorchRL ReplayBuffer(LazyTensorStorage)", "peer", "torchrl", "torchrl_buffer.py"),
             Side("limit", "limit: slice copy / index_select", "limit", "ours", "limit_buffer.py"),
