@@ -4,7 +4,8 @@ Matched: 2 EnvRunners x 8 CartPole-v1 sub-envs, 128 steps per env per
 iteration (a 2048-step train batch), 4 epochs of 4 minibatches (512), lr 1e-3
 annealed linearly to 0, gamma 0.99, GAE lambda 0.95, clip 0.2, no entropy
 bonus, value loss weight 0.5, grad norm clip 0.5, no KL penalty, separate
-policy and value MLPs 64x64 tanh, one learner in the driver. Not matchable:
+policy and value MLPs 64x64 tanh (``vf_share_layers=False``: RLlib's default
+shares the trunk), one learner in the driver. Not matchable:
 RLlib clips the value *loss* at ``vf_clip_param`` (rlightning clips the value
 prediction at ``clip_coef``; set to RLlib's default 10), and each side has its
 own weight initialisation.
@@ -42,7 +43,11 @@ def ppo_config(num_env_runners: int = 2, num_envs: int = 8, fragment: int = 128,
             num_cpus_per_env_runner=1,
         )
         .learners(num_learners=0)
-        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation="tanh"))
+        .rl_module(
+            # vf_share_layers: RLlib's default (True) puts the value head on the policy's trunk; rlightning's
+            # PPO has separate actor and critic MLPs.
+            model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation="tanh", vf_share_layers=False)
+        )
         .training(
             train_batch_size_per_learner=batch,
             minibatch_size=batch // 4,
