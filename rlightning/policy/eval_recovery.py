@@ -123,7 +123,8 @@ class EvalRecovery:
 
         source = self.train_workers[0] if self.train_workers else None
         if source is None:
-            alive = [w for j, w in enumerate(self.eval_workers) if j != skip and j not in self.dead_workers("eval")]
+            dead = set(self.dead_workers("eval"))
+            alive = [w for j, w in enumerate(self.eval_workers) if j != skip and j not in dead]
             if not alive:
                 raise WorkerLostError(
                     "every eval worker died and there is no train worker to copy weights from", "eval", skip
