@@ -183,3 +183,45 @@ def test_load_probe_counts_other_processes_not_ours():
     load = probe.finish()
     assert set(load) >= {"wall_s", "loadavg_before", "loadavg_after", "other_cpu_s", "other_cores", "quiet"}
     assert load["other_cpu_s"] >= 0.0
+
+
+def test_quick_shared_processes_cover_cold_start_ppo_and_ray_sampling():
+    from argparse import Namespace
+
+    from benchmarks.harness import main
+
+    ours, rllib = report.QUICK_SHARED
+    assert ours.slots(["1x8", "2x64"]) == {
+        "first iteration": ("coldstart", "rl", "first iteration"),
+        "solve": ("ppo", "rl_ray", "solve"),
+        "ray:1x8": ("sampling", "rl_ray", "1x8"),
+        "ray:2x64": ("sampling", "rl_ray", "2x64"),
+        "floor:1x8": ("sampling", "ray_floor", "1x8"),
+        "floor:2x64": ("sampling", "ray_floor", "2x64"),
+    }
+    assert ("sampling", "rllib") in rllib.sides() and ("coldstart", "rllib") in rllib.sides()
+    for sh in report.QUICK_SHARED:  # every member is a real side of its item
+        for item, key in sh.sides():
+            assert key in {s.key for s in report.ITEMS[item].sides}
+    quick = Namespace(quick=True, proc_repeats=1)
+    items = list(report.ITEMS)
+    assert main.shared_in_use(quick, items, []) == list(report.QUICK_SHARED)
+    # a side or item left out, several fresh processes per case, or full mode: every side runs alone
+    assert main.shared_in_use(quick, ["sampling", "ppo"], []) == []
+    assert main.shared_in_use(quick, items, ["rl_ray"]) == []
+    assert main.shared_in_use(Namespace(quick=True, proc_repeats=3), items, []) == []
+    assert main.shared_in_use(Namespace(quick=False, proc_repeats=1), items, []) == []
+
+
+def test_measure_side_takes_a_shared_result_without_launching(monkeypatch):
+    from argparse import Namespace
+
+    from benchmarks.harness import main
+
+    monkeypatch.setattr(main, "launch", lambda *a, **k: pytest.fail("launched"))
+    args = Namespace(quick=True, repeats=3, proc_repeats=1, seconds=0.5, retries=0, ppo_cap=20.0)
+    res = {"values": [21.0], "unit": "s", "solved": False, "load": {"quiet": True, "other_cores": 0.0}}
+    item = report.ITEMS["ppo"]
+    side = next(s for s in item.sides if s.key == "rl_ray")
+    (got,) = main.measure_side(item, side, args, {"solve": res})
+    assert got["values"] == [21.0] and got["extras"]["solved"] == [False] and not got["busy"]

@@ -2,7 +2,8 @@
 
 benchmarks/run                     # everything (tens of minutes; PPO runs to solve)
 benchmarks/run --quick             # sampling 1x8 and 2x64, short timings, small image buffer, no info
-                                   # sides, no re-measurement, PPO once per side capped at 30 s (< 5 minutes)
+                                   # sides, no re-measurement, PPO once per side capped at 20 s; per Ray side one
+                                   # process: cold start, then PPO on the same run, then sampling (< 5 minutes)
 benchmarks/run --only sampling,buffer
 benchmarks/run --only ppo --repeats 1
 """
@@ -24,7 +25,17 @@ from typing import Dict, List, Optional
 
 from benchmarks.harness import venvs
 from benchmarks.harness.load import QUIET_CORES, LoadProbe
-from benchmarks.harness.report import ITEMS, Item, Side, floor_summary, goal_summary, judge, markdown
+from benchmarks.harness.report import (
+    ITEMS,
+    QUICK_SHARED,
+    Item,
+    Shared,
+    Side,
+    floor_summary,
+    goal_summary,
+    judge,
+    markdown,
+)
 
 ROOT = venvs.ROOT
 PEERS_DIR = ROOT / "benchmarks" / "peers"
@@ -120,12 +131,43 @@ def launch(side: Side, cases: List[str], opts: List[str], timeout: float) -> Dic
     return out
 
 
-def measure_side(item: Item, side: Side, args: argparse.Namespace) -> List[dict]:
-    """All cases of one side, busy cases retried (at most ``--retries`` times); one measurement per case."""
-    quick = ["--quick"] if args.quick else []
-    timing = ["--repeats", str(1 if side.per_repeat_process else args.repeats), "--seconds", str(args.seconds)]
+def timing_opts(args: argparse.Namespace, per_repeat_process: bool, ppo: bool) -> List[str]:
+    opts = ["--quick"] if args.quick else []
+    opts += ["--repeats", str(1 if per_repeat_process else args.repeats), "--seconds", str(args.seconds)]
+    return opts + (["--max-seconds", str(args.ppo_cap)] if ppo and args.ppo_cap else [])
+
+
+def shared_in_use(args: argparse.Namespace, items: List[str], wanted_sides: List[str]) -> List[Shared]:
+    """The shared processes of --quick whose every member is to be measured (else each side runs alone)."""
+    if not args.quick or args.proc_repeats != 1:
+        return []
+    return [
+        sh
+        for sh in QUICK_SHARED
+        if all(item in items and (not wanted_sides or key in wanted_sides) for item, key in sh.sides())
+    ]
+
+
+def measure_shared(sh: Shared, args: argparse.Namespace) -> Dict[tuple, Dict[str, dict]]:
+    """Run one shared process; (item, side key) -> case -> result."""
+    cases = list(ITEMS["sampling"].quick_cases) if sh.sampling else []
+    side = Side("shared", f"{sh.script} {' '.join(sh.args)}", "ours", sh.venv, sh.script, sh.args, True)
+    timeout = 420.0 + (args.ppo_cap or 600.0)
+    got = launch(side, cases, timing_opts(args, False, True), timeout)
+    out: Dict[tuple, Dict[str, dict]] = {key: {} for key in sh.sides()}
+    for reported, (item, key, case) in sh.slots(cases).items():
+        if reported in got:
+            out[(item, key)][case] = got[reported]
+    return out
+
+
+def measure_side(item: Item, side: Side, args: argparse.Namespace, pre: Optional[Dict[str, dict]] = None) -> List[dict]:
+    """All cases of one side, busy cases retried (at most ``--retries`` times); one measurement per case.
+
+    ``pre``: the side's results from a shared process (--quick); nothing is launched or retried.
+    """
+    opts = timing_opts(args, side.per_repeat_process, item.name == "ppo")
     if item.name == "ppo":
-        timing += ["--max-seconds", str(args.ppo_cap)] if args.ppo_cap else []
         timeout = args.ppo_cap + 240.0 if args.ppo_cap else 1800.0
     else:
         timeout = 300.0 if args.quick else 900.0
@@ -141,15 +183,17 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace) -> List[dict]
     for attempt in range(args.retries + 1):
         if not todo:
             break
-        if side.per_repeat_process:
+        if pre is not None:
+            got = {slot: dict(pre[case]) for slot, case in slots if slot in todo and case in pre}
+        elif side.per_repeat_process:
             got = {}
             for slot in todo:
                 case = dict(slots)[slot]
-                res = launch(side, [], quick + timing, timeout)
+                res = launch(side, [], opts, timeout)
                 if case in res:
                     got[slot] = res[case]
         else:
-            got = launch(side, todo, quick + timing, timeout)
+            got = launch(side, todo, opts, timeout)
         for slot, res in got.items():
             case = dict(slots)[slot]
             attempts[case].append({"attempt": attempt, "values": res["values"], "load": res["load"]})
@@ -158,7 +202,7 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace) -> List[dict]
             res["busy"] = not quiet
             if prev is None or (prev["busy"] and (quiet or res["load"]["other_cores"] < prev["load"]["other_cores"])):
                 best[slot] = res
-        todo = [s for s in todo if s not in best or best[s]["busy"]]
+        todo = [s for s in todo if s not in best or best[s]["busy"]] if pre is None else []
         if todo and attempt < args.retries:
             log(f"{side.label}: machine busy during {todo}; measuring again ({attempt + 1}/{args.retries})")
     out = []
@@ -220,7 +264,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="seconds per timed repeat (sampling)")
     p.add_argument("--retries", type=int, default=None, help="re-measurements of a case when the machine was busy")
     p.add_argument(
-        "--ppo-cap", type=float, default=None, help="PPO: stop a side after this many seconds (quick: 30; 0: none)"
+        "--ppo-cap", type=float, default=None, help="PPO: stop a side after this many seconds (quick: 20; 0: none)"
     )
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<timestamp>.json)")
     args = p.parse_args(argv)
@@ -228,7 +272,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.proc_repeats = args.proc_repeats or (1 if args.quick else 3)
     args.seconds = args.seconds or (0.5 if args.quick else 3.0)
     args.retries = args.retries if args.retries is not None else (0 if args.quick else 2)
-    args.ppo_cap = args.ppo_cap if args.ppo_cap is not None else (30.0 if args.quick else 0.0)
+    args.ppo_cap = args.ppo_cap if args.ppo_cap is not None else (20.0 if args.quick else 0.0)
     only = [x for x in args.only.split(",") if x]
     unknown = [x for x in only if x not in ITEMS]
     if unknown:
@@ -246,6 +290,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     (ROOT / ".bench" / "tmp").mkdir(parents=True, exist_ok=True)
 
     measurements: List[dict] = []
+    shared = shared_in_use(args, items, wanted_sides)
+    shared_results: Dict[tuple, Dict[str, dict]] = {}
     for name in items:
         item = ITEMS[name]
         for side in item.sides:
@@ -254,8 +300,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             if args.quick and side.full_only:
                 continue
             t0 = time.time()
+            sh = next((sh for sh in shared if (name, side.key) in sh.sides()), None)
+            if sh and (name, side.key) not in shared_results:
+                log(f"{name}: {side.label}: shared process {sh.script} {' '.join(sh.args)} ...")
+                shared_results.update(measure_shared(sh, args))
+            pre = shared_results.get((name, side.key)) if sh else None
+            if sh and not pre:
+                log(f"{name}: {side.label}: nothing from the shared process; measuring it alone")
+                pre = None
             log(f"{name}: {side.label} ...")
-            ms = measure_side(item, side, args)
+            ms = measure_side(item, side, args, pre)
             measurements += ms
             busy = [m["case"] for m in ms if m["busy"]]
             log(f"{name}: {side.label} done in {time.time() - t0:.0f} s" + (f" (busy: {busy})" if busy else ""))
@@ -280,7 +334,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.quick:
         trimmed = [f"{n} cases {', '.join(ITEMS[n].quick_cases)}" for n in items if ITEMS[n].quick_cases]
         skipped = [s.label for n in items for s in ITEMS[n].sides if s.full_only]
-        cap += "; quick: " + "; ".join(trimmed + ([f"skipped: {', '.join(skipped)}"] if skipped else []))
+        together = [
+            f"{sh.script.removesuffix('.py')} = cold start, then PPO on the same run (timed from the built run), "
+            "then "
+            + ("sampling " + "/".join(k for _, k in sh.sampling) if sh.sampling else "nothing")
+            + " on the same Ray runtime"
+            for sh in shared
+        ]
+        cap += "; quick: " + "; ".join(
+            trimmed
+            + ([f"skipped: {', '.join(skipped)}"] if skipped else [])
+            + ([f"one process (one Ray start) per side: {'; '.join(together)}"] if together else [])
+        )
     text = (
         f"{header}\n\nversions: {peers_line}\n\nmode: {mode}, repeats {args.repeats} x {args.seconds:g} s "
         f"(in-process) / {args.proc_repeats} (fresh processes){cap}; a side marked (busy) saw other processes "

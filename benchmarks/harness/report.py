@@ -53,6 +53,35 @@ class Item:
     quick_cases: Tuple[str, ...] = ()  # the cases --quick measures (default: all)
 
 
+@dataclass(frozen=True)
+class Shared:
+    """``--quick``: one fresh process measures several (item, side)s on one Ray runtime.
+
+    The process starts as the cold-start side (so cold start stays a fresh
+    interpreter), then trains the same run on to the PPO target (capped), then
+    measures the sampling cases on the same Ray runtime. ``members`` maps a
+    case name the script reports to ``(item, side key, case)``; ``sampling``
+    (a prefix: the script reports ``<prefix>:<case>`` for each quick sampling
+    case) maps prefixes to the sampling side keys.
+    """
+
+    venv: str
+    script: str
+    args: Tuple[str, ...]
+    members: Tuple[Tuple[str, str, str, str], ...]  # (reported case, item, side key, case)
+    sampling: Tuple[Tuple[str, str], ...] = ()  # (reported prefix, sampling side key)
+
+    def slots(self, cases: Sequence[str]) -> Dict[str, Tuple[str, str, str]]:
+        """Reported case -> (item, side key, case), the sampling ``cases`` included."""
+        out = {r: (item, side, case) for r, item, side, case in self.members}
+        for prefix, side in self.sampling:
+            out.update({f"{prefix}:{case}": ("sampling", side, case) for case in cases})
+        return out
+
+    def sides(self) -> List[Tuple[str, str]]:
+        return [(item, side) for _, item, side, _ in self.members] + [("sampling", side) for _, side in self.sampling]
+
+
 SAMPLING_CASES = ("1x8", "1x64", "2x8", "2x64")
 COLDSTART_PHASES = ("imports_s", "ray_start_s", "build_s", "first_step_s")
 ITEMS: Dict[str, Item] = {
@@ -167,6 +196,23 @@ ITEMS: Dict[str, Item] = {
         extra_cols=COLDSTART_PHASES,
     ),
 }
+
+QUICK_SHARED: Tuple[Shared, ...] = (
+    Shared(
+        "ours",
+        "rlightning_coldstart.py",
+        ("--ppo", "--sampling", "ray,floor"),
+        (("first iteration", "coldstart", "rl", "first iteration"), ("solve", "ppo", "rl_ray", "solve")),
+        (("ray", "rl_ray"), ("floor", "ray_floor")),
+    ),
+    Shared(
+        "rllib",
+        "rllib_coldstart.py",
+        ("--ppo", "--sampling"),
+        (("first iteration", "coldstart", "rllib", "first iteration"), ("solve", "ppo", "rllib", "solve")),
+        (("sampling", "rllib"),),
+    ),
+)
 
 GOALS: Tuple[Goal, ...] = (
     Goal("sampling", "rl_ray", "rllib", ">=", 2.0),

@@ -44,10 +44,17 @@ def main() -> None:
     )
     engine = build_run(cfg).engine
     c.begin("solve")
-    t0 = time.perf_counter()
+    train_to_target(engine, a.max_seconds, time.perf_counter())
+    engine.close()
+    if remote:
+        release_ray()
+
+
+def train_to_target(engine, max_seconds: float, t0: float) -> None:
+    """``engine.run`` to the target, or the first iteration past ``max_seconds`` after ``t0``; report ``solve``."""
 
     def within_cap(_engine, _metrics) -> bool:
-        return not a.max_seconds or time.perf_counter() - t0 < a.max_seconds
+        return not max_seconds or time.perf_counter() - t0 < max_seconds
 
     engine.run(callbacks=[within_cap])
     seconds = time.perf_counter() - t0
@@ -60,11 +67,8 @@ def main() -> None:
         iterations=engine.iteration,
         final_return=ret,
         solved=ret >= TARGET,
-        capped=bool(a.max_seconds) and ret < TARGET and seconds >= a.max_seconds,
+        capped=bool(max_seconds) and ret < TARGET and seconds >= max_seconds,
     )
-    engine.close()
-    if remote:
-        release_ray()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 import _common as c
 
@@ -31,7 +32,7 @@ from rlightning.utils.config import apply_overrides, load_preset  # noqa: E402
 STEPS = 128
 
 
-def measure(case: str, cfg, a) -> None:
+def measure(case: str, cfg, a, name: str = "") -> None:
     engine = build_run(cfg).engine
     timed = [0.0]
 
@@ -45,17 +46,17 @@ def measure(case: str, cfg, a) -> None:
     # Only the rollout calls are timed (the untimed clear is subtracted): env steps / rollout seconds.
     rollout()
     rates = []
-    c.begin(case)
+    c.begin(name or case)
     for _ in range(a.repeats):
         timed[0], done, t_wall = 0.0, 0, time.perf_counter()
         while time.perf_counter() - t_wall < a.seconds:
             done += rollout()
         rates.append(done / timed[0])
-    c.result(case, rates, "env steps/s")
+    c.result(name or case, rates, "env steps/s")
     engine.close()
 
 
-def measure_floor(case: str, a) -> None:
+def measure_floor(case: str, a, name: str = "") -> None:
     """The Ray floor for ``case``: a timed call is STEPS floor steps of W echo actors (W x N x STEPS env steps)."""
     from benchmarks.ray_floor import floor_stepper
 
@@ -69,45 +70,55 @@ def measure_floor(case: str, a) -> None:
             k[0] += 1
         return STEPS * w * n
 
-    c.begin(case)
-    c.result(case, c.timed_rate(rollout, a.seconds, a.repeats), "env steps/s")
+    c.begin(name or case)
+    c.result(name or case, c.timed_rate(rollout, a.seconds, a.repeats), "env steps/s")
     stop()
 
 
-def main() -> None:
-    a = c.args(lambda p: p.add_argument("--mode", default="local", choices=["local", "ray", "ray-all", "floor"]))
-    cases = a.cases or [c.sampling_case(w, n) for w, n in c.CASES_SAMPLING]
-    remote = a.mode != "local"
+def run_cases(modes: List[str], cases: List[str], a, prefixed: bool = False) -> None:
+    """Every case in every mode (``ray`` and ``floor`` share one Ray runtime); ``prefixed``: report ``mode:case``."""
+    remote = any(m != "local" for m in modes)
     if remote:
         from rlightning.utils.ray.runtime import acquire_ray
 
         acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    for case in cases:
-        if a.mode == "floor":
-            measure_floor(case, a)
-            continue
-        w, n = c.parse_case(case)
-        all_remote = str(a.mode == "ray-all").lower()
-        cfg = apply_overrides(
-            load_preset("cartpole_ppo"),
-            [
-                f"env.num_workers={w}",
-                f"env.num_envs={n}",
-                f"cluster.remote_env={str(remote).lower()}",
-                f"cluster.remote_eval={all_remote}",
-                f"cluster.remote_storage={all_remote}",
-                f"train.rollout_steps={STEPS}",
-                f"buffer.capacity={STEPS * w * n + 1}",
-                "log.progress=false",
-                "log.jsonl=false",
-                f"log.run_dir={os.environ.get('BENCH_TMP', '/tmp')}/rlightning-bench-runs",
-            ],
-        )
-        measure(case, cfg, a)
+    for mode in modes:
+        for case in cases:
+            name = f"{mode}:{case}" if prefixed else case
+            if mode == "floor":
+                measure_floor(case, a, name)
+                continue
+            measure(case, config(mode, case), a, name)
     if remote:
         from rlightning.utils.ray.runtime import release_ray
 
         release_ray()
+
+
+def config(mode: str, case: str):
+    w, n = c.parse_case(case)
+    remote = str(mode != "local").lower()
+    all_remote = str(mode == "ray-all").lower()
+    return apply_overrides(
+        load_preset("cartpole_ppo"),
+        [
+            f"env.num_workers={w}",
+            f"env.num_envs={n}",
+            f"cluster.remote_env={remote}",
+            f"cluster.remote_eval={all_remote}",
+            f"cluster.remote_storage={all_remote}",
+            f"train.rollout_steps={STEPS}",
+            f"buffer.capacity={STEPS * w * n + 1}",
+            "log.progress=false",
+            "log.jsonl=false",
+            f"log.run_dir={os.environ.get('BENCH_TMP', '/tmp')}/rlightning-bench-runs",
+        ],
+    )
+
+
+def main() -> None:
+    a = c.args(lambda p: p.add_argument("--mode", default="local", choices=["local", "ray", "ray-all", "floor"]))
+    run_cases([a.mode], a.cases or [c.sampling_case(w, n) for w, n in c.CASES_SAMPLING], a)
 
 
 if __name__ == "__main__":

@@ -23,16 +23,26 @@ def main() -> None:
     rc.start_ray()
     algo = rc.ppo_config().debugging(seed=1).build_algo()
     c.begin("solve")
-    t0 = time.perf_counter()
-    ret, steps, it = 0.0, 0, 0
-    while it < ITERATIONS:
-        it += 1
-        res = algo.train()
+    train_to_target(algo, a.max_seconds, time.perf_counter())
+    algo.stop()
+
+
+def train_to_target(algo, max_seconds: float, t0: float, it: int = 0, res=None) -> None:
+    """Train until the target return, ITERATIONS or ``max_seconds`` after ``t0``; report ``solve``.
+
+    ``it`` iterations (the last result ``res``) are already done since ``t0`` (cold start's first one).
+    """
+
+    def progress(res) -> tuple:
         runners = res.get("env_runners", {})
         ret = float(runners.get("episode_return_mean", float("nan")) or 0.0)
-        steps = int(runners.get("num_env_steps_sampled_lifetime", 0) or 0)
-        if ret >= TARGET or (a.max_seconds and time.perf_counter() - t0 >= a.max_seconds):
-            break
+        return ret, int(runners.get("num_env_steps_sampled_lifetime", 0) or 0)
+
+    ret, steps = progress(res) if res is not None else (0.0, 0)
+    # (not ret >= TARGET: a NaN return, before the first episode ends, keeps going)
+    while it < ITERATIONS and not ret >= TARGET and not (max_seconds and time.perf_counter() - t0 >= max_seconds):
+        it += 1
+        ret, steps = progress(algo.train())
     seconds = time.perf_counter() - t0
     c.result(
         "solve",
@@ -42,9 +52,8 @@ def main() -> None:
         iterations=it,
         final_return=ret,
         solved=ret >= TARGET,
-        capped=bool(a.max_seconds) and ret < TARGET and seconds >= a.max_seconds,
+        capped=bool(max_seconds) and ret < TARGET and seconds >= max_seconds,
     )
-    algo.stop()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def main() -> None:
         measure(case, a, synchronous_parallel_sample)
 
 
-def measure(case: str, a, synchronous_parallel_sample) -> None:
+def measure(case: str, a, synchronous_parallel_sample, name: str = "") -> None:
     w, n = c.parse_case(case)
     algo = rc.ppo_config(num_env_runners=w, num_envs=n, fragment=FRAGMENT).build_algo()
     group = algo.env_runner_group
@@ -38,8 +38,8 @@ def measure(case: str, a, synchronous_parallel_sample) -> None:
         return sum(len(e) for e in episodes)
 
     sample()
-    c.begin(case)
-    c.result(case, c.timed_rate(sample, a.seconds, a.repeats), "env steps/s")
+    c.begin(name or case)
+    c.result(name or case, c.timed_rate(sample, a.seconds, a.repeats), "env steps/s")
     algo.stop()
 
 
