@@ -29,6 +29,7 @@ from rlightning.buffer.utils.preprocessors import to_numpy
 from rlightning.buffer.utils.samplers import make_sampler
 from rlightning.buffer.utils.step_checks import StepChecker
 from rlightning.buffer.utils.storage_read import StorageReadMixin
+from rlightning.buffer.utils.storage_write import StorageWriteMixin
 from rlightning.buffer.utils.tensor_store import EpisodeStore, TransitionStore, as_tensor_dict
 from rlightning.buffer.utils.timing import OpTimer
 from rlightning.buffer.utils.utils import (
@@ -36,7 +37,6 @@ from rlightning.buffer.utils.utils import (
     default_policy_resp_preprocess_fn,
     default_postprocess_fn,
     default_preprocess_fn,
-    run_postprocess,
 )
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
 from rlightning.utils.logger import get_logger
@@ -59,7 +59,7 @@ def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
         raise ValueError(f"Storage {name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
-class Storage(StorageReadMixin):
+class Storage(StorageWriteMixin, StorageReadMixin):
     """Actual storage for a data buffer, sharded or not.
 
     Args:
@@ -134,9 +134,10 @@ class Storage(StorageReadMixin):
         self.preprocess_fn = preprocess_fn or default_preprocess_fn
         self.postprocess_fn = postprocess_fn or default_postprocess_fn
         if unit == "transition":
-            self.store: Union[TransitionStore, EpisodeStore] = TransitionStore(self.capacity, mode, self.device)
+            self._store: Union[TransitionStore, EpisodeStore] = TransitionStore(self.capacity, mode, self.device)
         else:
-            self.store = EpisodeStore(self.capacity, mode, self.device)
+            self._store = EpisodeStore(self.capacity, mode, self.device)
+        self._init_writes()
         self.sampler = make_sampler(
             sampler, self.capacity, seed=seed, alpha=priority_alpha, beta=priority_beta, eps=priority_eps
         )
@@ -166,9 +167,10 @@ class Storage(StorageReadMixin):
         if self.mode != "standard":
             return
         need = transitions if self.unit == "transition" else episodes
-        if need and self.store.size + need > self.capacity:
+        size = self.size
+        if need and size + need > self.capacity:
             raise StorageFullError(
-                f"standard-mode storage is full: capacity {self.capacity} {self.unit}s, size {self.store.size}, "
+                f"standard-mode storage is full: capacity {self.capacity} {self.unit}s, size {size}, "
                 f"{what} needs {need} more; nothing was stored (sample and clear it, or use mode='circular')"
             )
 
@@ -227,7 +229,7 @@ class Storage(StorageReadMixin):
         for row, ret, length in tracker.update_env_stats(raw_reward, raw_done, env_ret.info):
             self._recent.append({"env_id": f"{env_id}/{row}", "return": ret, "length": length, "time": time.time()})
         if finished is not None:
-            self._store_finished(finished)
+            self._store_step_episodes(finished)
         self._timer.add("add_transition", time.perf_counter() - t0)
 
     def add_transitions(self, env_rets: Sequence[EnvRet], policy_resps: Sequence[PolicyResponse]) -> int:
@@ -305,6 +307,7 @@ class Storage(StorageReadMixin):
             ValueError: inconsistent shapes, or keys that differ from the stored ones.
             StorageFullError: a standard-mode storage has no room; nothing is stored.
         """
+        self.flush()
         with self._timer.time("add_episode"):
             data, lengths, boot = episode_to_transitions(episode, num_envs, bootstrap_value)
             self._check_room(int(lengths.sum()), int(lengths.shape[0]), "add_episode")
@@ -371,6 +374,7 @@ class Storage(StorageReadMixin):
         """
         with self._timer.time("truncate"):
             ids = [self._env_id_of(item) for item in env_ids]
+            self.flush()
             trackers = [self._trackers[i] for i in dict.fromkeys(ids) if i in self._trackers]
             if self.mode == "standard":
                 counts = [t.truncating() for t in trackers]
@@ -381,62 +385,19 @@ class Storage(StorageReadMixin):
                     self._store_finished(finished)
         return self.size
 
-    # ------------------------------------------------------------------ writing
-
-    def _store_finished(self, finished: FinishedEpisodes) -> None:
-        data = as_tensor_dict(finished.data)
-        if self.postprocess_fn is not default_postprocess_fn:
-            t0 = time.perf_counter()
-            data = run_postprocess(self.postprocess_fn, data, finished.lengths, finished.bootstrap_value)
-            self._timer.add("postprocess", time.perf_counter() - t0)
-        self.store.ring.check(data, f"env {finished.env_id!r}")
-        self._write(data, finished.num_transitions, finished.lengths)
-
-    def _write(
-        self,
-        batch: Dict[str, torch.Tensor],
-        n: int,
-        lengths: Optional[np.ndarray],
-        t0: Optional[float] = None,
-        op: str = "write",
-    ) -> None:
-        if n == 0:
-            return
-        t0 = t0 or time.perf_counter()
-        prioritized = self.sampler.name == "prioritized"
-        if self.unit == "transition":
-            pos = self.store.write(batch, n)
-            if prioritized:
-                self.sampler.on_write((torch.arange(min(n, self.capacity)) + pos) % self.capacity)
-            if lengths is not None:
-                starts = self._lifetime_transitions + np.cumsum(lengths) - lengths
-                self._ep_starts.extend(starts.tolist())
-        else:
-            slots = self.store.write(batch, lengths)
-            if prioritized:
-                self.sampler.on_write(slots)
-        self._lifetime_transitions += n
-        now = time.perf_counter()
-        self._rate.append((now, self._lifetime_transitions))
-        self._timer.add(op, now - t0)
-
     # ------------------------------------------------------------------ state
 
     def get_size(self) -> int:
         """Stored slots: transitions, or episodes with ``unit="episode"``."""
-        return self.store.size
-
-    @property
-    def size(self) -> int:
-        """Stored slots: transitions, or episodes with ``unit="episode"``."""
-        return self.store.size
+        return self.size
 
     def __len__(self) -> int:
-        return self.store.size
+        return self.size
 
     def clear(self) -> None:
         """Clear all stored data (episodes in progress and unpaired async items are kept)."""
-        self.store.clear()
+        self.flush()
+        self._store.clear()
         self.sampler.on_clear()
         self._ep_starts.clear()
 
@@ -448,10 +409,12 @@ class Storage(StorageReadMixin):
 
     def timing_summary(self, reset: bool = False) -> Dict[str, Dict[str, float]]:
         """Time spent per operation: ``{op: {"calls", "total_s", "mean_ms"}}``."""
+        self.flush()
         return self._timer.summary(reset)
 
     def print_timing_summary(self, reset: bool = False) -> None:
         """Log the time spent per operation (at INFO level; see `timing_summary` for the numbers)."""
+        self.flush()
         logger.info("storage timing:\n%s", OpTimer.format(self._timer.summary(reset)))
 
     def adds_per_sec(self, window_s: float = 10.0) -> float:
@@ -478,6 +441,7 @@ class Storage(StorageReadMixin):
 
     def stats(self) -> Dict[str, Any]:
         """A plain snapshot: size, capacity, episodes, transitions, recent episodes, adds per second."""
+        self.flush()
         return {
             "size": self.store.size,
             "capacity": self.capacity,
