@@ -19,6 +19,7 @@ from typing import Any, Deque, Dict, Optional
 import numpy as np
 
 from rlightning.engine.base_engine import BaseEngine
+from rlightning.engine.collect import record_latencies
 from rlightning.utils.logger import get_logger
 from rlightning.utils.registry import ENGINE
 
@@ -79,7 +80,7 @@ class AsyncRLEngine(BaseEngine):
             version = int(self.policy_group.weight_version)
             for _, resp in resps.items():
                 self._lags.append(version - int(getattr(resp, "weight_version", version)))
-            self._record_latencies(self._env_rets, resps)
+            record_latencies(self, resps)
             self.buffer.add_batched_transition(self._env_rets, resps)
             t2 = time.perf_counter()
         env_rets = self.env_group.step(resps)

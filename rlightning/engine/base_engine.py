@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from rlightning.engine.checkpoint import load_buffer_data, load_engine_files, save_buffer_data, save_engine_files
+from rlightning.engine.collect import collect_chunks, collect_steps
 from rlightning.engine.metrics import MetricsLog
 from rlightning.engine.timing import Timing
 from rlightning.utils.config import MainConfig
@@ -88,6 +89,11 @@ class BaseEngine:
         self.env_ids = [m.env_id for m in self.env_metas]
         self.num_sub_envs = sum(int(m.num_envs or 1) for m in self.env_metas)
         self.policy_group.construct_network(self.env_metas[0])
+        if self.inference_in_env_workers:
+            from rlightning.policy.builder import resolve_policy_class
+
+            policy_cls = resolve_policy_class(cfg.policy.type)
+            self.env_group.attach_policy(policy_cls, cfg.policy, self.env_metas[0], seed=cfg.seed)
         if cfg.policy.optim.anneal_lr and hasattr(self.policy_group, "set_schedule"):
             self.policy_group.set_schedule(cfg.train.iterations)
         self.buffer.init(
@@ -97,7 +103,14 @@ class BaseEngine:
             num_train_workers=cfg.cluster.train_worker_num,
             storage_options={"num_cpus": cfg.cluster.buffer_each_cpu_num},
         )
-        self.policy_group.sync_weights()
+        self._sync_policy_weights()
+
+    def _sync_policy_weights(self) -> int:
+        """Train -> eval workers, and on to the env workers' policy copies when they act themselves."""
+        version = self.policy_group.sync_weights()
+        if self.inference_in_env_workers:
+            self.env_group.load_policy_weights(self.policy_group.get_weights(), version)
+        return version
 
     # ------------------------------------------------------------------ phases
     def reset_envs(self) -> None:
@@ -106,40 +119,20 @@ class BaseEngine:
             self.buffer.truncate_episodes(self.env_ids)
         self._env_rets = self.env_group.reset(seed=self.config.seed + 7919 * self.iteration)
 
+    @property
+    def inference_in_env_workers(self) -> bool:
+        """True when the env workers act with their own policy copies (``cluster.inference="env_workers"``)."""
+        return self.config.cluster.inference == "env_workers"
+
     def _collect(self, num_steps: int, truncate_at_end: bool) -> int:
         """Step every env worker ``num_steps`` times, adding transitions to the buffer; returns env steps."""
         if self._env_rets is None:
             self.reset_envs()
-        steps = 0
-        for _ in range(num_steps):
-            t0 = time.perf_counter()
-            resps = self.policy_group.rollout_batch(self._env_rets)
-            t1 = time.perf_counter()
-            self._record_latencies(self._env_rets, resps)
-            self.buffer.add_batched_transition(self._env_rets, resps)
-            t2 = time.perf_counter()
-            self._env_rets = self.env_group.step(resps)
-            t3 = time.perf_counter()
-            restarted = self.env_group.pop_restarted_env_ids()
-            if restarted:
-                logger.warning("env workers %s were restarted; their episodes in flight are truncated", restarted)
-                self.buffer.truncate_episodes(restarted)
-            self.timing.add("inference", t1 - t0)
-            self.timing.add("buffer_add", t2 - t1)
-            self.timing.add("env_step", t3 - t2)
-            steps += self.num_sub_envs
-            if self._stop_requested.is_set():
-                break
+        collect = collect_chunks if self.inference_in_env_workers else collect_steps
+        steps = collect(self, num_steps)
         if truncate_at_end:
             self.buffer.truncate_episodes(self.env_ids)
         return steps
-
-    def _record_latencies(self, env_rets: Any, resps: Any) -> None:
-        now = time.time_ns()
-        for _, resp in resps.items():
-            if hasattr(resp, "ts_env_sent_ns") and hasattr(resp, "ts_policy_sent_ns"):
-                self.timing.add_latency("env_to_policy", (resp.ts_policy_sent_ns - resp.ts_env_sent_ns) / 1e9)
-                self.timing.add_latency("policy_to_buffer", (now - resp.ts_policy_sent_ns) / 1e9)
 
     def rollout(self) -> Dict[str, Any]:
         """Collect ``train.rollout_steps`` steps from every env worker into the buffer."""
@@ -164,7 +157,7 @@ class BaseEngine:
     def sync_weights(self) -> Dict[str, Any]:
         """Copy train weights to the eval workers."""
         with self._phase("sync_weights"):
-            self.policy_group.sync_weights()
+            self._sync_policy_weights()
         return {"weight_version": self.policy_group.weight_version}
 
     def evaluate(self, num_episodes: Optional[int] = None) -> Dict[str, Any]:
@@ -417,7 +410,7 @@ class BaseEngine:
         if state["engine"] != self.name:
             raise ValueError(f"checkpoint was written by engine {state['engine']!r}, this is {self.name!r}")
         self.policy_group.load_checkpoint(str(Path(path) / "policy.pt"))
-        self.policy_group.sync_weights()
+        self._sync_policy_weights()
         data = load_buffer_data(Path(path))
         if data is not None:
             self.buffer.clear()

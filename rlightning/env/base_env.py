@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from rlightning.env.inference import WorkerInference
 from rlightning.env.utils.episodes import EpisodeTracker, episode_report
 from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
@@ -37,7 +38,7 @@ from rlightning.utils.logger import get_logger
 logger = get_logger(__name__)
 
 
-class BaseEnv(ABC):
+class BaseEnv(WorkerInference, ABC):
     """An env worker of ``config.num_envs`` sub-environments.
 
     Args:

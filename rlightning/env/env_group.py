@@ -5,6 +5,7 @@
     env_rets = group.reset(seed=0)                     # BatchedData of EnvRet, one per worker
     env_rets = group.step(policy_resps)                # BatchedData of PolicyResponse -> of EnvRet
     group.step_async(policy_resps); ready = group.collect_async()
+    group.attach_policy(...); group.collect_rollouts(env_rets, 128)   # inference in the workers
     group.stats(); group.close()
 
 Workers are built by `init()`: in this process, or as Ray actors (one per
@@ -26,6 +27,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from rlightning.env.inference import GroupInference
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.env.worker_slot import WorkerSlot, build_slots, is_actor_death
@@ -39,7 +41,7 @@ from rlightning.utils.utils import InternalFlag
 logger = get_logger(__name__)
 
 
-class EnvGroup:
+class EnvGroup(GroupInference):
     """The env workers of a run.
 
     Args:
@@ -70,6 +72,7 @@ class EnvGroup:
         self._stats = GroupStats(self.env_ids)
         self._total_envs = sum(slot.num_envs for slot in self._slots)
         self._gone = False  # a worker died for good (max_restarts reached)
+        self._init_inference()
 
     # ------------------------------------------------------------------ properties
 
@@ -160,6 +163,7 @@ class EnvGroup:
         self._drain_inflight()
         self._shutdown_workers()
         self._initialized = False
+        self._init_inference()
 
     def __enter__(self) -> EnvGroup:
         self.init()
@@ -429,6 +433,7 @@ class EnvGroup:
             self._restarted.append(slot.env_id)
             try:
                 slot.launch(remote=True)
+                self._reattach_policy(slot)
                 return slot.handle.call("reset", seed=self._seed_for(slot))
             except Exception as err:  # noqa: BLE001 - a relaunch that dies again counts as another restart
                 if not is_actor_death(err):

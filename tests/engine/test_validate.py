@@ -47,6 +47,14 @@ def test_async_engine_needs_replay_buffer():
         validate_config(cfg)
 
 
+def test_inference_in_env_workers_needs_the_sync_engine():
+    cfg = apply_overrides(load_preset("pendulum_sac_async"), ["cluster.inference=env_workers"])
+    with pytest.raises(ValueError, match=r"engine 'asyncrl' needs cluster.inference='eval_workers'"):
+        validate_config(cfg)
+    with pytest.raises(ValueError, match=r"cluster.inference: Input should be 'eval_workers' or 'env_workers'"):
+        apply_overrides(load_preset("cartpole_ppo"), ["cluster.inference=driver"])
+
+
 def test_uneven_train_workers_and_shards():
     cfg = apply_overrides(load_preset("cartpole_ppo"), ["cluster.train_worker_num=3", "cluster.buffer_worker_num=2"])
     with pytest.raises(ValueError, match="train_worker_num=3 and buffer_worker_num=2 cannot be split evenly"):

@@ -1,0 +1,69 @@
+"""Tests of rlightning/engine/collect.py: rollouts through the policy group, or inside the env workers."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlightning.utils.ray.handle import WorkerHandle
+from tests.support.configs import small_ppo
+
+IN_ENV_WORKERS = "cluster.inference=env_workers"
+
+
+def _copies_checksums(engine):
+    return {i: WorkerHandle(w).call("policy_weights_checksum") for i, w in engine.env_group.workers.items()}
+
+
+def test_env_workers_store_what_the_eval_workers_would_have(tmp_path, build):
+    """Same seed, deterministic actions: acting in the env workers stores the very same transitions."""
+    datas = []
+    for extra in ([], [IN_ENV_WORKERS]):
+        engine = build(small_ppo(tmp_path, False, "policy.deterministic_eval=true", *extra)).engine
+        assert engine.rollout()["rollout_env_steps"] == 32 * 8
+        datas.append(engine.buffer.get_data())
+    by_eval, by_env = datas
+    assert by_eval.batch_size == by_env.batch_size and by_eval.batch_size[0] > 200
+    for key in ("obs", "action", "reward", "next_obs", "done"):
+        assert torch.equal(by_eval[key], by_env[key]), key
+    for key in ("log_prob", "value", "advantage", "return"):  # one forward over 8 rows vs two over 4
+        torch.testing.assert_close(by_eval[key], by_env[key], rtol=1e-5, atol=1e-5)
+
+
+def test_env_worker_copies_follow_every_weight_sync(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False, IN_ENV_WORKERS)).engine
+    train = engine.policy_group.train_workers[0]
+    before = train.call("weights_checksum")
+    assert set(_copies_checksums(engine).values()) == {before}
+    metrics = engine.step()
+    assert metrics["env_steps"] == 32 * 8
+    after = train.call("weights_checksum")
+    assert after != before and set(_copies_checksums(engine).values()) == {after}
+    versions = {int(r.weight_version) for r in _one_chunk(engine).policy_resps}
+    assert versions == {engine.policy_group.weight_version}
+    rec = engine.timing.records[0]
+    for key in ("rollout", "train", "sync_weights", "env_step", "inference", "buffer_add"):
+        assert rec[key] > 0, key
+    assert np.isfinite(metrics["policy_loss"])
+
+
+def _one_chunk(engine):
+    return next(iter(engine.env_group.collect_rollouts(engine._env_rets, 1)))[1]
+
+
+@pytest.mark.ray
+def test_ray_env_worker_killed_mid_run_comes_back_with_the_current_weights(tmp_path, ray_runtime, build):
+    from tests.support.cluster import kill_actor
+
+    cfg = small_ppo(tmp_path, False, "cluster.remote_env=true", "env.num_cpus=0.25", IN_ENV_WORKERS)
+    engine = build(cfg).engine
+    assert engine.env_group.is_remote
+    engine.step()
+    victim = engine.env_ids[0]
+    kill_actor(engine.env_group.workers[victim])
+    metrics = engine.step()  # the dead worker's rollout is lost; it is relaunched, reset and re-armed
+    assert metrics["env_restarts"] == 1
+    assert metrics["env_steps"] == 32 * 8 + 32 * 4  # the survivor's steps of iteration 2 only
+    checksum = engine.policy_group.train_workers[0].call("weights_checksum")
+    assert set(_copies_checksums(engine).values()) == {checksum}
+    metrics = engine.step()
+    assert metrics["env_steps"] == 32 * 8 * 2 + 32 * 4 and metrics["env_restarts"] == 1
