@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 
@@ -359,6 +360,15 @@ class DataBuffer(ShardRecovery):
         self._require_init()
         data = dict(transitions.items()) if isinstance(transitions, TensorDict) else dict(transitions)
         n = len(next(iter(data.values()))) if data else 0
+        local = self._single_local_storage(train_workers=False)
+        if local is not None:  # one local shard: the call `_dispatch` would make, made directly
+            if n > 0:  # arrays of n rows are passed as they are (the same rows as their [0:n] view)
+                exact = (torch.Tensor, np.ndarray)
+                part = {
+                    k: v if isinstance(v, exact) and v.ndim and v.shape[0] == n else v[0:n] for k, v in data.items()
+                }
+                self._sizes[0] = local.extend(part)
+            return
         bounds = [n * i // self.num_storages for i in range(self.num_storages + 1)]
         calls = {}
         for s in range(self.num_storages):
@@ -407,9 +417,29 @@ class DataBuffer(ShardRecovery):
             StorageShardLostError: a shard died and ``on_shard_loss`` is ``raise``.
         """
         t0 = time.perf_counter()
-        out = self._recovering(lambda: self._sample(batch_size))
+        local = self._single_local_storage()
+        if (
+            local is not None
+            and local._fast_sample
+            and not self.clear_after_sample
+            and type(batch_size) is int
+            and 0 < batch_size <= self._sizes[0]
+            and batch_size <= local.size
+        ):  # one local shard, one train worker: what `_sample` would do, without the routing
+            out = [local.sample(batch_size)]
+        else:
+            out = self._recovering(lambda: self._sample(batch_size))
         self._timer.add("sample", time.perf_counter() - t0)
         return out
+
+    def _single_local_storage(self, train_workers: bool = True) -> Optional[Any]:
+        """The Storage when the buffer is one local shard (feeding one train worker if ``train_workers``)."""
+        handles = self._handles
+        if len(handles) != 1 or handles[0].is_remote:
+            return None
+        if train_workers and self.episode_table.num_train_workers != 1:
+            return None
+        return handles[0].worker
 
     def can_sample(self, batch_size: int) -> bool:
         """True when every train worker's shards hold at least ``batch_size`` items together (last known sizes)."""

@@ -15,7 +15,8 @@ __all__ = ["StorageReadMixin"]
 
 
 def _td(data: Dict[str, torch.Tensor], batch_size: torch.Size) -> TensorDict:
-    return TensorDict._new_unsafe(data, batch_size=batch_size)
+    # Values are tensors, never nested dicts: ``nested=False`` copies the dict in one update.
+    return TensorDict._new_unsafe(data, batch_size=batch_size, nested=type(data) is not dict)
 
 
 class StorageReadMixin:
