@@ -74,6 +74,7 @@ class EpisodeTracker:
         self.num_envs = int(num_envs)
         self._alloc = max(4, int(initial_steps))
         self.record: Optional[Dict[str, np.ndarray]] = None
+        self._flat: Dict[str, np.ndarray] = {}
         self.t = 0
         self.base = 0
         self.start = np.zeros(self.num_envs, dtype=np.int64)
@@ -105,6 +106,21 @@ class EpisodeTracker:
 
     def _allocate(self, step: Dict[str, np.ndarray]) -> None:
         self.record = {k: np.zeros((self._alloc, self.num_envs) + v.shape[1:], dtype=v.dtype) for k, v in step.items()}
+        self._set_flat()
+
+    def _set_flat(self) -> None:
+        """Views of the record as ``[steps * num_envs, ...]`` (gathers index them with one flat index)."""
+        self._flat = {k: arr.reshape((-1,) + arr.shape[2:]) for k, arr in self.record.items()}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_flat"] = {}  # views: pickling would copy them apart from the record
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.record is not None:
+            self._set_flat()
 
     def _ensure_slot(self, t: int) -> None:
         if t - self.base < self._alloc:
@@ -122,25 +138,32 @@ class EpisodeTracker:
                 grown[:keep] = arr[shift : shift + keep]
                 self.record[k] = grown
             self._alloc = new_alloc
+            self._set_flat()
         self.base = keep_from
 
     def _gather(self, rows: np.ndarray, end: int) -> FinishedEpisodes:
         """Episodes of ``rows``: steps ``start[row] .. end - 1``, next observations from step ``end``."""
         rec = self.record
+        n_envs = self.num_envs
         starts = self.start[rows]
         lengths = (end - starts).astype(np.int64)
-        total = int(lengths.sum())
-        offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        ti = np.repeat(starts - self.base, lengths) + (np.arange(total, dtype=np.int64) - offsets)
-        ri = np.repeat(rows, lengths)
-        data: Dict[str, np.ndarray] = {"obs": rec["obs"][ti, ri]}
-        for k, arr in rec.items():
+        # Flat indices into the record viewed as [steps * num_envs, ...]: step t of row r is t * num_envs + r.
+        first = (starts - self.base) * n_envs + rows
+        if rows.shape[0] == 1:
+            fi = np.arange(int(first[0]), int(first[0]) + int(lengths[0]) * n_envs, n_envs, dtype=np.int64)
+        else:
+            total = int(lengths.sum())
+            offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+            fi = np.repeat(first, lengths) + (np.arange(total, dtype=np.int64) - offsets) * n_envs
+        flat = self._flat
+        data: Dict[str, np.ndarray] = {"obs": flat["obs"].take(fi, axis=0)}
+        for k, arr in flat.items():
             if k not in data and k not in _FLAG_KEYS:
-                data[k] = arr[ti, ri]
-        data["reward"] = rec["reward"][ti, ri]
-        data["next_obs"] = rec["obs"][ti + 1, ri]
-        data["terminated"] = rec["terminated"][ti, ri]
-        data["truncated"] = rec["truncated"][ti, ri]
+                data[k] = arr.take(fi, axis=0)
+        data["reward"] = flat["reward"].take(fi, axis=0)
+        data["next_obs"] = flat["obs"].take(fi + n_envs, axis=0)
+        data["terminated"] = flat["terminated"].take(fi, axis=0)
+        data["truncated"] = flat["truncated"].take(fi, axis=0)
         data["done"] = data["terminated"] | data["truncated"]
         boot = None
         if "value" in rec:
