@@ -239,8 +239,8 @@ class EpisodeTracker:
         reports them, else running sums of the (raw) rewards.
         """
         live = ~self._fresh
-        self._ret[live] += reward[live]
-        self._len[live] += 1
+        np.add(self._ret, reward, out=self._ret, where=live)
+        np.add(self._len, 1, out=self._len, where=live)
         out: List[Tuple[int, float, int]] = []
         if done.any():
             ret = self._ret
