@@ -63,3 +63,22 @@ def test_lease_joins_running_runtime(ray_runtime):
     assert runtime.lease_users() == users + 1
     assert runtime.release_ray() is False  # another lease is still held
     assert ray_runtime.is_initialized()
+
+
+def test_dashboard_without_its_packages_names_the_extra(monkeypatch):
+    import ray._private.utils as ray_utils
+
+    monkeypatch.setattr(ray_utils, "get_dashboard_dependency_error", lambda: ImportError("No module named 'aiohttp'"))
+    assert runtime.dashboard_missing() == "No module named 'aiohttp'"
+    with pytest.raises(ImportError, match=r"include_dashboard=True .*aiohttp.*rlightning\[dashboard\]"):
+        runtime._check_dashboard({"include_dashboard": True})
+    runtime._check_dashboard({"include_dashboard": False})  # off: nothing to check
+
+
+def test_ray_client_without_grpc_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "grpc", None)  # an import of grpc now fails
+    with pytest.raises(ImportError, match=r"'ray://10\.0\.0\.1:10001' uses Ray Client.*rlightning\[client\]"):
+        runtime._check_client("ray://10.0.0.1:10001")
+    runtime._check_client("10.0.0.1:6379")  # a GCS address needs no Ray Client

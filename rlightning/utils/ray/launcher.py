@@ -10,7 +10,7 @@ from rlightning.utils.logger import get_logger
 
 logger = get_logger(__name__)
 
-_INSTALL_HINT = "Ray is needed for remote workers: pip install 'ray[default]'"
+_INSTALL_HINT = "Ray is needed for remote workers: pip install ray"
 
 
 def import_ray():

@@ -62,6 +62,43 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
         return True
 
 
+def dashboard_missing() -> Optional[str]:
+    """Why Ray's dashboard cannot start here (its packages are missing), or None when it can.
+
+    rlightning depends on Ray core only; ``pip install "rlightning[dashboard]"`` (``ray[default]``)
+    adds the dashboard, the state API and the metrics agents.
+    """
+    from ray._private.utils import get_dashboard_dependency_error
+
+    err = get_dashboard_dependency_error()
+    return None if err is None else str(err)
+
+
+def _check_dashboard(kwargs: Dict[str, Any]) -> None:
+    if not kwargs.get("include_dashboard"):
+        return
+    missing = dashboard_missing()
+    if missing is not None:
+        raise ImportError(
+            f"include_dashboard=True (cluster.include_dashboard) needs Ray's dashboard packages, "
+            f'which are not installed ({missing}); install them with `pip install "rlightning[dashboard]"` '
+            "(Ray's `ray[default]`) or leave the dashboard off"
+        )
+
+
+def _check_client(address: str) -> None:
+    if not address.startswith("ray://"):
+        return
+    try:
+        import grpc  # noqa: F401 - Ray Client's transport
+    except ImportError:
+        raise ImportError(
+            f"connecting to {address!r} uses Ray Client, which needs grpcio; install it with "
+            '`pip install "rlightning[client]"` (Ray\'s `ray[client]`), or join with the GCS address '
+            "('host:port', no ray://) from a machine of the cluster"
+        ) from None
+
+
 def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
     # On a busy machine the raylet can give up waiting for its agents (Ray's default: 30 s).
     os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
@@ -70,6 +107,7 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
     if address is None:
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("dashboard_host", "127.0.0.1")
+        _check_dashboard(kwargs)
         node_ip = kwargs.pop("node_ip_address", None) or "127.0.0.1"
         kwargs["_node_ip_address"] = node_ip
         for attempt in range(3):
@@ -87,6 +125,7 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
     else:
         for key in ("num_cpus", "num_gpus", "include_dashboard", "dashboard_host", "resources"):
             kwargs.pop(key, None)
+        _check_client(address)
         ray.init(address=address, **kwargs)
         _state["started"] = False
 
