@@ -22,15 +22,19 @@ def m(item, case, side, values, unit="env steps/s", busy=False, **extras):
     return {"item": item, "case": case, "side": side, "values": values, "unit": unit, "busy": busy, "extras": extras}
 
 
-def sampling(ours_ray, ours_local, rllib, torchrl, vep, sync, case="2x64", floor=None):
-    return [m("sampling", case, "ray_floor", floor)] * (floor is not None) + [
-        m("sampling", case, "rl_ray", ours_ray),
-        m("sampling", case, "rl_local", ours_local),
-        m("sampling", case, "rllib", rllib),
-        m("sampling", case, "torchrl", torchrl),
-        m("sampling", case, "limit_vep", vep),
-        m("sampling", case, "limit_sync", sync),
-    ]
+def sampling(ours_ray, ours_local, rllib, torchrl, vep, sync, case="2x64", floor=None, step=None):
+    return (
+        [m("sampling", case, "ray_floor", floor)] * (floor is not None)
+        + [m("sampling", case, "rl_ray_step", step)] * (step is not None)
+        + [
+            m("sampling", case, "rl_ray", ours_ray),
+            m("sampling", case, "rl_local", ours_local),
+            m("sampling", case, "rllib", rllib),
+            m("sampling", case, "torchrl", torchrl),
+            m("sampling", case, "limit_vep", vep),
+            m("sampling", case, "limit_sync", sync),
+        ]
+    )
 
 
 def verdict(vs, side, ref, case="2x64"):
@@ -119,19 +123,33 @@ def test_every_goal_names_sides_of_its_item():
 
 
 def test_ray_floor_row_and_ratios():
-    ms = sampling([10, 30, 20], [80, 100, 90], [5, 10, 15], [4, 5, 6], [100, 100, 100], [200, 40, 50], floor=[40, 50])
+    ms = sampling(
+        [60, 70, 80],
+        [80, 100, 90],
+        [5, 10, 15],
+        [4, 5, 6],
+        [100, 100, 100],
+        [200, 40, 50],
+        floor=[40, 50],
+        step=[10, 30, 20],
+    )
     text = report.markdown(ms, ["sampling"])
     head = [ln for ln in text.splitlines() if ln.startswith("| case")][0]
     assert head.endswith("| / RLlib | / TorchRL | / limit | / Ray floor | goals |")
     rows = {ln.split(" | ")[1]: ln for ln in text.splitlines() if ln.startswith("| 2x64")}
-    floor_row = rows["Ray floor: same Ray calls, actors do no env work"]
+    floor_row = rows["Ray floor of per-step calls: same calls as the row above, actors do no env work"]
     # the floor (median 45): / RLlib 4.5x, / TorchRL 9x, / limit 0.45x; no ratio to itself, no goals
     assert "| 4.50x | 9.00x | 0.45x |  |  |" in floor_row
-    # rlightning on Ray (median 20) / floor (45); local workers get no floor ratio
-    assert "| 2.00x | 4.00x | 0.20x | 0.44x |" in rows["rlightning, env workers on Ray"]
+    # the per-step Ray row (median 20) / floor (45), no goals; the preset's Ray row and local workers get no
+    # floor ratio (one call per rollout is not under the per-step floor)
+    assert "| 2.00x | 4.00x | 0.20x | 0.44x |  |" in rows["rlightning, env workers on Ray, eval worker acting per step"]
+    assert (
+        "| 14.00x | 0.70x |  | >= 2x RLlib: met"
+        in rows["rlightning, env workers on Ray (acting in the env workers: the preset)"]
+    )
     assert "| 0.90x |  | >= 0.8x limit: met |" in rows["rlightning, local workers"]
     # the floor is neither a limit nor a goal's reference
-    assert verdict(report.judge(ms), "rl_ray", "limit")["ratio"] == pytest.approx(0.2)
+    assert verdict(report.judge(ms), "rl_ray", "limit")["ratio"] == pytest.approx(0.7)
     summary = report.floor_summary(ms, ["sampling"])
     assert "| 2x64 | 45.0 env steps/s | 0.45x | 0.44x |" in summary
     assert report.floor_summary(sampling([1], [1], [1], [1], [1], [1]), ["sampling"]) == ""
@@ -196,6 +214,8 @@ def test_quick_shared_processes_cover_cold_start_ppo_and_ray_sampling():
         "solve": ("ppo", "rl_ray", "solve"),
         "ray:1x8": ("sampling", "rl_ray", "1x8"),
         "ray:2x64": ("sampling", "rl_ray", "2x64"),
+        "ray-step:1x8": ("sampling", "rl_ray_step", "1x8"),
+        "ray-step:2x64": ("sampling", "rl_ray_step", "2x64"),
         "floor:1x8": ("sampling", "ray_floor", "1x8"),
         "floor:2x64": ("sampling", "ray_floor", "2x64"),
     }

@@ -90,11 +90,24 @@ ITEMS: Dict[str, Item] = {
         "Sampling throughput, CartPole-v1, MLP 4-64-64-2 (case = env workers x sub-envs; env steps/s)",
         (
             Side(
-                "rl_ray", "rlightning, env workers on Ray", "ours", "ours", "rlightning_sampling.py", ("--mode", "ray")
+                "rl_ray",
+                "rlightning, env workers on Ray (acting in the env workers: the preset)",
+                "ours",
+                "ours",
+                "rlightning_sampling.py",
+                ("--mode", "ray"),
+            ),
+            Side(
+                "rl_ray_step",
+                "rlightning, env workers on Ray, eval worker acting per step",
+                "info",
+                "ours",
+                "rlightning_sampling.py",
+                ("--mode", "ray-step"),
             ),
             Side(
                 "ray_floor",
-                "Ray floor: same Ray calls, actors do no env work",
+                "Ray floor of per-step calls: same calls as the row above, actors do no env work",
                 "floor",
                 "ours",
                 "rlightning_sampling.py",
@@ -124,7 +137,7 @@ ITEMS: Dict[str, Item] = {
             ),
         ),
         SAMPLING_CASES,
-        floor_of=("rl_ray",),
+        floor_of=("rl_ray_step",),
         quick_cases=("1x8", "2x64"),
     ),
     "buffer": Item(
@@ -201,9 +214,9 @@ QUICK_SHARED: Tuple[Shared, ...] = (
     Shared(
         "ours",
         "rlightning_coldstart.py",
-        ("--ppo", "--sampling", "ray,floor"),
+        ("--ppo", "--sampling", "ray,ray-step,floor"),
         (("first iteration", "coldstart", "rl", "first iteration"), ("solve", "ppo", "rl_ray", "solve")),
-        (("ray", "rl_ray"), ("floor", "ray_floor")),
+        (("ray", "rl_ray"), ("ray-step", "rl_ray_step"), ("floor", "ray_floor")),
     ),
     Shared(
         "rllib",

@@ -1,11 +1,14 @@
 """rlightning sampling: the engine's rollout phase (EnvGroup <-> PolicyGroup, transitions into the buffer).
 
 ``--mode local``: env workers in this process; ``--mode ray``: env workers as
-Ray actors (the ``cartpole_ppo`` preset's layout); ``--mode ray-all``: env,
-eval and storage workers all Ray actors; ``--mode floor``: the Ray floor under
-``--mode ray`` (benchmarks/ray_floor.py): per step, one call per env worker to
-actors that do no env work, same payloads, resolved together (no policy, no
-buffer). The policy is ``cartpole_ppo``'s MLP
+Ray actors acting with their own policy copy, one call per rollout (the
+``cartpole_ppo`` preset's layout: ``cluster.inference=env_workers``);
+``--mode ray-step``: env workers as Ray actors and the eval worker in this
+process acting every step (``cluster.inference=eval_workers``); ``--mode
+ray-all``: env, eval and storage workers all Ray actors; ``--mode floor``: the
+Ray floor under ``--mode ray-step`` (benchmarks/ray_floor.py): per step, one
+call per env worker to actors that do no env work, same payloads, resolved
+together (no policy, no buffer). The policy is ``cartpole_ppo``'s MLP
 (4 -> 64 -> 64 -> 2, tanh). A timed call is one ``engine.rollout()`` of 128
 steps per worker; the on-policy buffer is emptied between calls, untimed.
 """
@@ -99,6 +102,7 @@ def config(mode: str, case: str):
     w, n = c.parse_case(case)
     remote = str(mode != "local").lower()
     all_remote = str(mode == "ray-all").lower()
+    inference = "eval_workers" if mode == "ray-step" else "env_workers"
     return apply_overrides(
         load_preset("cartpole_ppo"),
         [
@@ -107,6 +111,7 @@ def config(mode: str, case: str):
             f"cluster.remote_env={remote}",
             f"cluster.remote_eval={all_remote}",
             f"cluster.remote_storage={all_remote}",
+            f"cluster.inference={inference}",
             f"train.rollout_steps={STEPS}",
             f"buffer.capacity={STEPS * w * n + 1}",
             "log.progress=false",
@@ -117,7 +122,9 @@ def config(mode: str, case: str):
 
 
 def main() -> None:
-    a = c.args(lambda p: p.add_argument("--mode", default="local", choices=["local", "ray", "ray-all", "floor"]))
+    a = c.args(
+        lambda p: p.add_argument("--mode", default="local", choices=["local", "ray", "ray-step", "ray-all", "floor"])
+    )
     run_cases([a.mode], a.cases or [c.sampling_case(w, n) for w, n in c.CASES_SAMPLING], a)
 
 

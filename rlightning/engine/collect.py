@@ -49,6 +49,7 @@ def collect_chunks(engine: Any, num_steps: int) -> int:
     over workers, which run side by side) and the driver's buffer add.
     """
     group = engine.env_group
+    envs_of = {m.env_id: int(m.num_envs or 1) for m in engine.env_metas}
     current = engine._env_rets
     latest: Dict[str, Any] = dict(current.items())
     steps = 0
@@ -63,7 +64,7 @@ def collect_chunks(engine: Any, num_steps: int) -> int:
                 add += time.perf_counter() - t0
             inference += chunk.inference_s
             env_step += chunk.env_step_s
-            steps += chunk.num_steps * int(chunk.last.observation.shape[0])
+            steps += chunk.num_steps * envs_of[env_id]
     finally:
         # Whatever failed in the driver, every worker's envs moved on: keep each one's latest EnvRet.
         try:

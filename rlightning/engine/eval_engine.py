@@ -18,6 +18,11 @@ class EvalEngine(BaseEngine):
 
     name = "eval"
 
+    @property
+    def inference_in_env_workers(self) -> bool:
+        """Never: evaluation episodes are played by the policy group's deterministic rollout workers."""
+        return False
+
     def evaluate(self, num_episodes: Optional[int] = None) -> Dict[str, Any]:
         """Play deterministic episodes in the engine's own env group."""
         with self._phase("evaluate"):

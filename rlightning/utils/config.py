@@ -335,7 +335,7 @@ class ClusterConfig(_Config):
     inference: Literal["eval_workers", "env_workers"] = "eval_workers"
     """Where rollout actions are computed: ``eval_workers`` (the policy group's, one call per env worker per
     step) or ``env_workers`` (each env worker acts with its own copy of the policy and steps a whole rollout
-    in one call; weights reach it after every sync; the fastest layout for small networks on CPUs; syncrl only)."""
+    in one call; weights reach it after every sync; the fastest layout for small networks on CPUs; not asyncrl)."""
     remote_env: bool = False
     """Run env workers as Ray actors."""
     remote_eval: bool = False

@@ -90,10 +90,10 @@ def _check(config: MainConfig) -> None:
             "engine 'asyncrl' trains off-policy from a replay buffer, but buffer.type is 'rollout'; "
             "use buffer.type=replay (SAC, DQN) or engine=syncrl (PPO)"
         )
-    if config.cluster.inference == "env_workers" and config.engine != "syncrl":
+    if config.cluster.inference == "env_workers" and config.engine == "asyncrl":
         raise ValueError(
-            f"cluster.inference='env_workers' runs whole rollouts inside the env workers, which only the syncrl "
-            f"engine drives; engine {config.engine!r} needs cluster.inference='eval_workers'"
+            "cluster.inference='env_workers' runs whole rollouts inside the env workers, which the syncrl engine "
+            "drives; engine 'asyncrl' steps the envs one step at a time and needs cluster.inference='eval_workers'"
         )
     if on_policy:
         if config.buffer.sampler != "all" and config.train.batch_size > per_iteration:
