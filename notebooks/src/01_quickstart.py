@@ -73,8 +73,11 @@ except AttributeError as err:
 # ## 3. Build the run
 #
 # `lab.build(cfg)` validates the whole config first, then starts the env workers,
-# builds the policy group (one train worker, one eval worker that computes actions), a rollout
-# buffer that computes GAE advantages when an episode segment closes, and the `syncrl` engine.
+# builds the policy group (one train worker, one eval worker), a rollout buffer that computes GAE
+# advantages when an episode segment closes, and the `syncrl` engine. The preset sets
+# `cluster.inference = "env_workers"`: each env worker gets its own copy of the policy and acts
+# with it, so a whole rollout is one call per env worker (with `"eval_workers"` the eval worker
+# answers every step instead, the layout for policies on GPUs).
 # Building again under the same name stops the previous run first, so this cell can be re-run.
 
 # %%
@@ -89,7 +92,7 @@ print("env workers:", run.env_group.env_ids)
 # ## 4. One iteration
 #
 # `run.step()` runs one iteration of the synchronous engine: **rollout** (128 env steps on every
-# worker, each action computed by the eval worker, every transition added to the buffer),
+# worker, each action computed by the worker's policy copy, every transition added to the buffer),
 # **update_dataset** (the buffer hands its data to the train worker), **train** (PPO epochs) and
 # **sync_weights** (train -> eval). It returns the iteration's metrics.
 

@@ -171,7 +171,9 @@ policy_group.close()
 #
 # Every worker of this config runs as a Ray actor on the cluster (`remote_env`, `remote_eval`,
 # `remote_train`), each asking for a fraction of a CPU so that the small 2-CPU head fits them all.
-# With GPUs, `cluster.train_each_gpu_num` and `cluster.eval_each_gpu_num` put the policies on them.
+# With GPUs, `cluster.train_each_gpu_num` and `cluster.eval_each_gpu_num` put the policies on them,
+# and `cluster.inference=eval_workers` has the eval worker answer every env step (the preset's
+# `env_workers` would act with CPU copies of the policy inside the env workers).
 
 # %%
 cfg = apply_overrides(
@@ -181,6 +183,7 @@ cfg = apply_overrides(
         "env.num_workers=2", "env.num_envs=4", "env.num_cpus=0.25",
         "train.rollout_steps=64", "train.iterations=4",
         "cluster.remote_env=true", "cluster.remote_eval=true", "cluster.remote_train=true",
+        "cluster.inference=eval_workers",
         "cluster.train_each_cpu_num=0.25", "cluster.eval_each_cpu_num=0.25",
         f"cluster.train_each_gpu_num={0.5 if gpus >= 1 else 0}",
         f"cluster.eval_each_gpu_num={0.5 if gpus >= 1 else 0}",
