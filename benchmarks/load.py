@@ -130,6 +130,8 @@ def load_config(workers: int, num_envs: int, iterations: int, rollout_steps: int
             "cluster.remote_eval=true",
             "cluster.remote_train=true",
             "cluster.remote_storage=true",
+            # The per-step layout: every env step crosses Ray (env -> eval -> storage), the most traffic.
+            "cluster.inference=eval_workers",
             "cluster.eval_each_cpu_num=0.25",
             "cluster.train_each_cpu_num=0.25",
             "cluster.buffer_each_cpu_num=0.25",

@@ -16,7 +16,14 @@ def test_killed_workers_mid_run_restart_or_stop_naming_the_checkpoint(tmp_path, 
     """Env and eval actors are restarted and re-synced; a dead train worker stops the run; resume continues."""
     from rlightning.widgets.dashboard import engine_state
 
-    cfg = small_ppo(tmp_path, True, "train.iterations=6", "train.checkpoint_interval=1", "log.name=faulty")
+    cfg = small_ppo(
+        tmp_path,
+        True,
+        "train.iterations=6",
+        "train.checkpoint_interval=1",
+        "log.name=faulty",
+        "cluster.inference=eval_workers",  # the eval worker acts every step (env-worker copies: test_collect.py)
+    )
     engine = build(cfg).engine
     engine.step()
     group = engine.policy_group

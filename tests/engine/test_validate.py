@@ -49,7 +49,10 @@ def test_async_engine_needs_replay_buffer():
 
 def test_inference_in_env_workers_needs_the_sync_engine():
     cfg = apply_overrides(load_preset("pendulum_sac_async"), ["cluster.inference=env_workers"])
-    with pytest.raises(ValueError, match=r"engine 'asyncrl' needs cluster.inference='eval_workers'"):
+    with pytest.raises(
+        ValueError,
+        match=r"engine 'asyncrl' steps the envs one step at a time and needs cluster.inference='eval_workers'",
+    ):
         validate_config(cfg)
     with pytest.raises(ValueError, match=r"cluster.inference: Input should be 'eval_workers' or 'env_workers'"):
         apply_overrides(load_preset("cartpole_ppo"), ["cluster.inference=driver"])
