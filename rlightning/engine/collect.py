@@ -45,8 +45,8 @@ def collect_chunks(engine: Any, num_steps: int) -> int:
     """Every env worker steps ``num_steps`` times with its own policy copy; returns env steps.
 
     The buffer gets each worker's steps in order, in one call per worker. The
-    rollout parts are the workers' own inference and env-step seconds (averaged
-    over workers, which run side by side) and the driver's buffer add.
+    rollout parts are the workers' own inference and env-step seconds (for Ray
+    workers, which run side by side, their mean) and the driver's buffer add.
     """
     group = engine.env_group
     envs_of = {m.env_id: int(m.num_envs or 1) for m in engine.env_metas}
@@ -74,7 +74,8 @@ def collect_chunks(engine: Any, num_steps: int) -> int:
             logger.debug("a rollout chunk was lost after an earlier error: %r", err)
         engine._env_rets = BatchedData(list(current.ids()), [latest[i] for i in current.ids()])
     truncate_restarted(engine)
-    workers = max(1, len(current))
+    # Ray workers run side by side: their mean is the rollout's share; local ones run one after another.
+    workers = max(1, len(current)) if group.is_remote else 1
     engine.timing.add("inference", inference / workers)
     engine.timing.add("env_step", env_step / workers)
     engine.timing.add("buffer_add", add)
