@@ -82,3 +82,22 @@ def test_ray_client_without_grpc_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"'ray://10\.0\.0\.1:10001' uses Ray Client.*rlightning\[client\]"):
         runtime._check_client("ray://10.0.0.1:10001")
     runtime._check_client("10.0.0.1:6379")  # a GCS address needs no Ray Client
+
+
+@pytest.mark.ray
+def test_actor_threads_follow_its_cpus_and_driver_env_is_unchanged(ray_runtime):
+    import os
+
+    assert runtime.worker_env() == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} or not runtime.ray_started_here()
+    two = WorkerHandle(launch_ray_actor(Counter, 0, options={"num_cpus": 2}))
+    one = WorkerHandle(launch_ray_actor(Counter, 0, options={"num_cpus": 0.5}))
+    assert two.call("env", "OMP_NUM_THREADS") == "2" and two.call("env", "MKL_NUM_THREADS") == "2"
+    assert one.call("env", "OMP_NUM_THREADS") == "1"  # inherited from the runtime: no runtime_env needed
+    two.kill()
+    one.kill()
+    before = {k: os.environ.get(k) for k in runtime.WORKER_THREAD_VARS}
+    saved = runtime.worker_env()
+    with runtime._worker_thread_env():
+        assert all(os.environ[k] for k in runtime.WORKER_THREAD_VARS)
+    runtime._state["worker_env"] = saved
+    assert {k: os.environ.get(k) for k in runtime.WORKER_THREAD_VARS} == before

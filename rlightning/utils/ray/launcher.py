@@ -59,8 +59,20 @@ def launch_ray_actor(cls: type, *args: Any, options: Optional[Dict[str, Any]] = 
     runtime_env = dict(opts.get("runtime_env") or {})
     env_vars = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     env_vars.update(runtime_env.get("env_vars") or {})
-    runtime_env["env_vars"] = env_vars
-    opts["runtime_env"] = runtime_env
+    # Values the workers of a runtime started here already inherit need no runtime_env: an actor
+    # without one can take a worker Ray prestarted instead of waiting for a new process.
+    from rlightning.utils.ray.runtime import worker_env
+
+    inherited = worker_env()
+    env_vars = {k: v for k, v in env_vars.items() if inherited.get(k) != v}
+    if env_vars:
+        runtime_env["env_vars"] = env_vars
+    else:
+        runtime_env.pop("env_vars", None)
+    if runtime_env:
+        opts["runtime_env"] = runtime_env
+    else:
+        opts.pop("runtime_env", None)
     _ship_by_value(cls)
     actor_cls = cls if hasattr(cls, "remote") and hasattr(cls, "options") else ray.remote(cls)
     logger.debug("launching %s with options %s", cls.__name__, opts)

@@ -112,7 +112,7 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
         kwargs["_node_ip_address"] = node_ip
         for attempt in range(3):
             try:
-                with _loopback_allowed(node_ip):
+                with _loopback_allowed(node_ip), _worker_thread_env():
                     ray.init(address="local", **kwargs)
                 break
             except Exception as err:  # noqa: BLE001 - retried only for Ray's startup timeout
@@ -128,6 +128,36 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
         _check_client(address)
         ray.init(address=address, **kwargs)
         _state["started"] = False
+        _state["worker_env"] = {}
+
+
+WORKER_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def worker_env() -> Dict[str, str]:
+    """The thread settings every worker of the runtime started here inherits (empty when none was started here)."""
+    return dict(_state.get("worker_env") or {})
+
+
+@contextlib.contextmanager
+def _worker_thread_env():
+    """Start Ray's processes with one thread per worker in their environment (the driver's is left as it was).
+
+    Workers inherit the raylet's environment, so an actor asking for these values needs no
+    ``runtime_env`` of its own and can take one of the workers Ray prestarts.
+    """
+    before = {k: os.environ.get(k) for k in WORKER_THREAD_VARS}
+    env = {k: before[k] or "1" for k in WORKER_THREAD_VARS}
+    os.environ.update(env)
+    try:
+        yield
+        _state["worker_env"] = env
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextlib.contextmanager
@@ -173,4 +203,5 @@ def release_ray(force: bool = False) -> bool:
         # shutting down one we started stops it. Both are ray.shutdown() in the driver.
         ray.shutdown()
         _state["started"] = False
+        _state["worker_env"] = {}
         return True
