@@ -189,7 +189,9 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace, pre: Optional
             got = {}
             for slot in todo:
                 case = dict(slots)[slot]
-                res = launch(side, [], opts, timeout)
+                # PPO: repeat r of every side trains seed 1 + r (a median over seeds, not over timing noise)
+                seed = ["--seed", str(1 + int(slot.rsplit("#", 1)[1]))] if item.name == "ppo" else []
+                res = launch(side, [], opts + seed, timeout)
                 if case in res:
                     got[slot] = res[case]
         else:

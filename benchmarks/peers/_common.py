@@ -49,6 +49,7 @@ def args(extra: Optional[Callable[[argparse.ArgumentParser], None]] = None) -> a
     p.add_argument("--quick", action="store_true")
     p.add_argument("--t0", type=float, default=None, help="wall-clock time the harness launched us (cold start)")
     p.add_argument("--max-seconds", type=float, default=0.0, help="time cap of a run to a target (PPO); 0: none")
+    p.add_argument("--seed", type=int, default=1, help="seed of a run to a target (PPO: repeat r runs seed 1 + r)")
     if extra:
         extra(p)
     a = p.parse_args()

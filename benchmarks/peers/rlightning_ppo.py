@@ -38,6 +38,7 @@ def main() -> None:
             "log.progress=false",
             "log.jsonl=false",
             f"log.run_dir={os.environ.get('BENCH_TMP', '/tmp')}/rlightning-bench-runs",
+            f"seed={a.seed}",
             f"train.return_window={WINDOW}",
             f"train.target_return={TARGET}",
         ],

@@ -21,7 +21,7 @@ TARGET, ITERATIONS = 475.0, 150
 def main() -> None:
     a = c.args()
     rc.start_ray()
-    algo = rc.ppo_config().debugging(seed=1).build_algo()
+    algo = rc.ppo_config().debugging(seed=a.seed).build_algo()
     c.begin("solve")
     train_to_target(algo, a.max_seconds, time.perf_counter())
     algo.stop()
