@@ -10,7 +10,6 @@ from typing import Any, Dict
 
 import numpy as np
 import torch
-from tensordict import TensorDictBase
 from torch.nn import functional as F
 
 from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
@@ -85,6 +84,8 @@ class DQNPolicy(BasePolicy):
             TypeError: ``data`` is not a TensorDict.
             KeyError: required keys are missing (listed with the keys present).
         """
+        from tensordict import TensorDictBase  # here, not at import: env workers acting with a copy never need it
+
         if not isinstance(data, TensorDictBase):
             raise TypeError(f"dqn.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:

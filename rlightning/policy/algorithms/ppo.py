@@ -17,7 +17,6 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 import torch
-from tensordict import TensorDictBase
 from torch import nn
 from torch.distributions import Categorical, Normal
 
@@ -154,6 +153,8 @@ class PPOPolicy(BasePolicy):
             KeyError: required keys are missing (listed with the keys present).
             ValueError: fewer transitions than ``num_minibatches``.
         """
+        from tensordict import TensorDictBase  # here, not at import: env workers acting with a copy never need it
+
         if not isinstance(data, TensorDictBase):
             raise TypeError(f"ppo.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:

@@ -12,7 +12,6 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
-from tensordict import TensorDictBase
 from torch import nn
 from torch.nn import functional as F
 
@@ -137,6 +136,8 @@ class SACPolicy(BasePolicy):
             TypeError: ``data`` is not a TensorDict.
             KeyError: required keys are missing (listed with the keys present).
         """
+        from tensordict import TensorDictBase  # here, not at import: env workers acting with a copy never need it
+
         if not isinstance(data, TensorDictBase):
             raise TypeError(f"sac.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
