@@ -9,7 +9,7 @@ imported: interpreter, torch, rlightning), ``ray_start_s`` (``Lab.local``),
 
 ``--ppo`` (``benchmarks/run --quick``): the same run then goes on as
 rlightning_ppo.py's (``--max-seconds`` cap), timed from the built run, first
-iteration included; ``--sampling MODES`` (``ray,floor``) then measures
+iteration included; ``--sampling MODES`` (``ray,ray-step,floor``) then measures
 rlightning_sampling.py's cases (``--cases``) on the same Ray runtime,
 reported as ``MODE:CASE``. One Ray start serves all three items.
 """
@@ -23,7 +23,7 @@ import _common as c
 
 def _more(p) -> None:
     p.add_argument("--ppo", action="store_true", help="then train the same run to the PPO target (or the cap)")
-    p.add_argument("--sampling", default="", help="then these sampling modes (ray,floor) on the same Ray runtime")
+    p.add_argument("--sampling", default="", help="then these sampling modes (ray,ray-step,floor) on this Ray runtime")
 
 
 a = c.args(_more)
