@@ -1,0 +1,130 @@
+"""`BufferSampling`: the sampling half of `DataBuffer` (one batch per train worker, priorities).
+
+Mixed into `DataBuffer`, whose routing (episode table, shard handles, last known
+shard sizes, fault recovery) it uses.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional
+
+import torch
+from tensordict import TensorDict
+
+from rlightning.buffer.sharding import cat_parts, split_batch
+from rlightning.buffer.utils.tensor_store import unpack_tensordicts
+from rlightning.utils.ray.handle import resolve
+
+__all__ = ["BufferSampling"]
+
+
+class BufferSampling:
+    """`DataBuffer.sample`, `can_sample` and `update_priorities`."""
+
+    def sample(self, batch_size: Optional[int] = None) -> List[TensorDict]:
+        """Draw one batch per train worker from that worker's shards (one call per shard).
+
+        Args:
+            batch_size: Items per train worker (ignored by the ``all`` sampler).
+
+        Returns:
+            A list with one TensorDict per train worker.
+
+        Raises:
+            ValueError: a batch larger than what the worker's shards hold.
+            StorageShardLostError: a shard died and ``on_shard_loss`` is ``raise``.
+        """
+        t0 = time.perf_counter()
+        local = self._single_local_storage()
+        if (
+            local is not None
+            and local._fast_sample
+            and not self.clear_after_sample
+            and type(batch_size) is int
+            and 0 < batch_size <= self._sizes[0]
+            and batch_size <= local.size
+        ):  # one local shard, one train worker: what `_sample` would do, without the routing
+            out = [local.sample(batch_size)]
+        else:
+            out = self._recovering(lambda: self._sample(batch_size))
+        self._timer.add("sample", time.perf_counter() - t0)
+        return out
+
+    def can_sample(self, batch_size: int) -> bool:
+        """True when every train worker's shards hold at least ``batch_size`` items together (last known sizes)."""
+        table = self._require_init()
+        if self.config.sampler == "all":
+            return self.size > 0
+        return all(
+            sum(self._sizes[s] for s in table.get_storages_for_train_worker(w)) >= batch_size
+            for w in range(table.num_train_workers)
+        )
+
+    def _sample(self, batch_size: Optional[int]) -> List[TensorDict]:
+        table = self._require_init()
+        s2w = table.get_storage_to_train_workers()
+        sized = self.config.sampler != "all"
+        if sized and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        shard_batch: Dict[int, Optional[int]] = {}
+        for w in range(table.num_train_workers):
+            shards = table.get_storages_for_train_worker(w)
+            if not sized:
+                shard_batch.update({s: None for s in shards})
+            elif len(shards) == 1:
+                shard_batch[shards[0]] = batch_size
+            else:
+                sizes = [self._sizes[s] for s in shards]
+                shares = split_batch(batch_size, sizes, f"train worker {w}'s shards {shards}")
+                shard_batch.update(dict(zip(shards, shares)))
+        shards = [s for s in range(self.num_storages) if s2w[s] and (not sized or shard_batch.get(s))]
+        for s in shards:
+            if sized and shard_batch[s] > self._sizes[s]:
+                raise ValueError(
+                    f"cannot sample batch_size={shard_batch[s]} for train workers {s2w[s]}: storage shard {s} "
+                    f"holds {self._sizes[s]} {self.config.unit}s; add more data first or ask for fewer"
+                )
+        futures = [
+            self._submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample) for s in shards
+        ]
+        results = unpack_tensordicts(resolve(futures))
+        per_worker: List[List[TensorDict]] = [[] for _ in range(table.num_train_workers)]
+        for s, parts in zip(shards, results):
+            if self.clear_after_sample:
+                self._sizes[s] = 0
+            for w, part in zip(s2w[s], parts):
+                if self.config.sampler == "prioritized" and part.batch_size[0]:
+                    part.set("_shard", torch.full(part.batch_size[:1], s, dtype=torch.int64))
+                per_worker[w].append(part)
+        out = [cat_parts(p) for p in per_worker]
+        if not sized:  # a worker fed by several shards still gets one shuffled whole
+            out = [o[torch.randperm(o.batch_size[0])] if len(p) > 1 else o for o, p in zip(out, per_worker)]
+        return out
+
+    def update_priorities(self, batch_or_index: Any, priority: Any, shard: Any = None) -> None:
+        """Set priorities of sampled items: pass the sampled TensorDict (its ``_index``/``_shard``), or indices.
+
+        Raises:
+            KeyError: a TensorDict without ``_index`` (not from the prioritized sampler).
+        """
+        self._require_init()
+        if isinstance(batch_or_index, TensorDict):
+            if "_index" not in batch_or_index.keys():
+                raise KeyError("update_priorities needs a batch from the prioritized sampler (with '_index')")
+            index = batch_or_index["_index"]
+            shard = batch_or_index.get("_shard", None)
+        else:
+            index = torch.as_tensor(batch_or_index)
+        index = index.reshape(-1).cpu()
+        priority = torch.as_tensor(priority).reshape(-1).detach().cpu()
+        shard = torch.zeros_like(index) if shard is None else torch.as_tensor(shard).reshape(-1).cpu()
+        if not (index.shape == priority.shape == shard.shape):
+            raise ValueError(
+                f"update_priorities got {index.numel()} indices, {priority.numel()} priorities, {shard.numel()} shards"
+            )
+        futures = []
+        for s in torch.unique(shard).tolist():
+            sel = shard == s
+            futures.append(self._handles[int(s)].submit("update_priorities", index[sel].numpy(), priority[sel].numpy()))
+        resolve(futures)
