@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlightning.policy.algorithms.networks import ObsEncoder, RunningMeanStd, action_kind, mlp, obs_dim
+from rlightning.policy.algorithms.networks import ObsEncoder, RunningMeanStd, action_kind, mlp, mlp_forward, obs_dim
 
 
 def test_mlp_shapes_and_zero_biases():
@@ -55,3 +55,34 @@ def test_obs_encoder_one_hot_and_normalisation():
     assert float(out.abs().max()) <= 5.0
     np.testing.assert_allclose(out[:, 0].numpy(), [-1.0, 1.0], atol=1e-2)
     assert "rms.mean" in norm.state_dict()
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
+def test_mlp_forward_computes_exactly_what_the_module_does(activation):
+    torch.manual_seed(0)
+    net = mlp(4, [16, 16], 3, activation)
+    x = torch.randn(8, 4)
+    with torch.no_grad():
+        assert torch.equal(mlp_forward(net, x), net(x))
+
+
+def test_mlp_forward_runs_every_hook_the_module_would():
+    torch.manual_seed(0)
+    net = mlp(4, [8], 2)
+    x = torch.randn(5, 4)
+    seen = []
+    handle = net[0].register_forward_hook(lambda mod, inp, out: seen.append("layer") or out * 2)
+    assert torch.equal(mlp_forward(net, x), net(x)) and seen == ["layer", "layer"]
+    handle.remove()
+    handle = net.register_forward_pre_hook(lambda mod, inp: seen.append("net"))
+    mlp_forward(net, x)
+    assert seen[-1] == "net"
+    handle.remove()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, inp, out: seen.append("global"))
+    try:
+        mlp_forward(net, x)
+    finally:
+        handle.remove()
+    assert "global" in seen
+    other = torch.nn.Linear(4, 2)  # not a Sequential: called as usual
+    assert torch.equal(mlp_forward(other, x), other(x))

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
+from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
@@ -70,7 +70,7 @@ class DQNPolicy(BasePolicy):
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Greedy actions, replaced by uniform ones with probability epsilon unless deterministic."""
-        q = self.q(self.encoder(torch.as_tensor(obs, device=self.device)))
+        q = mlp_forward(self.q, self.encoder(torch.as_tensor(obs, device=self.device)))
         action = q.argmax(-1).cpu().numpy().astype(np.int64)
         if not deterministic:
             explore = self.np_rng.random(action.shape[0]) < self.epsilon

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
+from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
@@ -114,12 +114,12 @@ class PPOPolicy(BasePolicy):
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Sample (or take the mode of) the action distribution; also ``log_prob`` and ``value``."""
         x = self.encoder(torch.as_tensor(obs, device=self.device))
-        value = self.critic(x).squeeze(-1)
+        value = mlp_forward(self.critic, x).squeeze(-1)
         if self.kind == "discrete":
             # The categorical distribution by hand: building a torch Categorical per step (argument
             # checks, a second normalisation) cost as much as the two forward passes on CartPole.
             # Same draws: Categorical.sample is torch.multinomial over the softmax probabilities.
-            logp_all = torch.log_softmax(self.actor(x), dim=-1)
+            logp_all = torch.log_softmax(mlp_forward(self.actor, x), dim=-1)
             if deterministic:
                 sample = logp_all.argmax(-1)
             else:
