@@ -41,6 +41,8 @@ def buffer_state(buffer: Any, sample_rows: int = 5) -> Dict[str, Any]:
         "size": int(stats.get("size", 0)),
         "capacity": int(stats.get("capacity", 0)),
         "episodes_stored": stats.get("episodes_stored"),
+        "transitions_written": int(stats.get("transitions_written", 0)),
+        "cleared_by_sample": bool(stats.get("clear_after_sample", False)),
         "adds_per_sec": stats.get("adds_per_sec"),
         "shards": shards,
         "recent_episodes": list(stats.get("recent_episodes", []))[-10:],
@@ -72,12 +74,16 @@ class BufferViewWidget(LiveView):
             f"{sh['size']}/{sh['capacity']} ({sh['fill']:.0%})</div>"
             for sh in s["shards"]
         )
+        # An on-policy buffer holds a rollout only until training samples it, so between iterations
+        # "stored" reads 0; the lifetime count is the number that moves.
+        cleared = " <i>(emptied by each training sample)</i>" if s["cleared_by_sample"] else ""
         recent = html_table(["env", "return", "length"], rows_of(s["recent_episodes"], ["env_id", "return", "length"]))
         sample = html_table(["reward", "done", "action"], rows_of(s["sample_rows"], ["reward", "done", "action"]))
         return (
             "<div class='rlightning-buffer-view'><b>Data buffer</b> "
             f"<span class='rl-size'>{s['size']}</span> / {s['capacity']} stored, "
             f"episodes stored: <span class='rl-episodes'>{esc(fmt(s['episodes_stored']))}</span>, "
-            f"adds/s: {esc(fmt(s['adds_per_sec']))}"
+            f"written in all: <span class='rl-written'>{s['transitions_written']}</span>, "
+            f"adds/s: {esc(fmt(s['adds_per_sec']))}{cleared}"
             f"{bars}<div><i>recent episodes</i>{recent}</div><div><i>sample rows</i>{sample}</div></div>"
         )

@@ -173,7 +173,9 @@ print("total:", stats["size"])
 
 # %% [markdown]
 # `BufferViewWidget` is the live view of the buffer: fill per shard, recent episodes and a few
-# stored rows. (The run dashboard of notebook 01 contains it.)
+# stored rows, and how many transitions were written in all. (The run dashboard of notebook 01
+# contains it; there the rollout buffer is emptied by every training sample, so between iterations
+# it stores 0 and the written count is the number that climbs.)
 
 # %%
 BufferViewWidget(buffer)

@@ -483,6 +483,7 @@ class DataBuffer(BufferSampling, ShardRecovery):
         self._shard_stats = shard_stats
         out = merge_stats(shard_stats, table)
         out.update(unit=self.config.unit, mode=self.config.mode, sampler=self.config.sampler, remote=self.is_remote)
+        out.update(clear_after_sample=self.clear_after_sample)
         out.update(shard_restarts=self.shard_restarts, lost_shards=[dict(r) for r in self.lost_shards])
         return out
 

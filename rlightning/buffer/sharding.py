@@ -149,6 +149,7 @@ def merge_stats(shard_stats: List[Dict[str, Any]], table: EpisodeTable) -> Dict[
                 "capacity": st["capacity"],
                 "episodes": st["episodes"],
                 "transitions": st["transitions"],
+                "transitions_written": st["transitions_written"],
                 "adds_per_sec": st["adds_per_sec"],
                 "in_progress": st["in_progress"],
                 "env_ids": table.get_envs_for_storage(i),
@@ -163,6 +164,8 @@ def merge_stats(shard_stats: List[Dict[str, Any]], table: EpisodeTable) -> Dict[
         "capacity": sum(s["capacity"] for s in shards),
         "episodes_stored": sum(s["episodes"] for s in shards),
         "transitions": sum(s["transitions"] for s in shards),
+        # every transition the current shards have stored, cleared or overwritten ones included
+        "transitions_written": sum(s["transitions_written"] for s in shards),
         "recent_episodes": [
             {"env_id": r["env_id"], "return": r["return"], "length": r["length"]} for r in recent[-100:]
         ],

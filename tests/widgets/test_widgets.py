@@ -29,7 +29,25 @@ def test_buffer_view_follows_buffer_stats(engine):
     assert {"env_id", "return", "length"} <= set(state["recent_episodes"][0])
     assert len(state["sample_rows"]) == 5 and "reward" in state["sample_rows"][0]
     assert f">{state['size']}<" in view.widget.value
+    assert state["transitions_written"] == state["size"] and not state["cleared_by_sample"]
+    assert f"rl-written'>{state['transitions_written']}<" in view.widget.value
     assert buffer_state(engine.buffer) == {**state, "sample_rows": buffer_state(engine.buffer)["sample_rows"]}
+
+
+def test_buffer_view_counts_what_an_on_policy_buffer_has_handed_to_training(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False)).engine
+    view = BufferViewWidget(engine.buffer)
+    engine.rollout()
+    rollout = view.refresh()
+    assert rollout["transitions_written"] == rollout["size"] > 0
+    engine._train_rounds()
+    trained = view.refresh()
+    assert trained["cleared_by_sample"] and trained["size"] == 0, "a rollout buffer is emptied by the training sample"
+    assert trained["transitions_written"] == rollout["transitions_written"]
+    assert "emptied by each training sample" in view.widget.value
+    engine.step()
+    # NEXT_STEP autoreset: a sub-env's reset step counts as an env step but stores no transition
+    assert rollout["transitions_written"] < view.refresh()["transitions_written"] <= engine.env_steps
 
 
 def test_episode_table_view_maps_env_shard_workers(engine):
