@@ -45,7 +45,8 @@ class BufferSampling:
             and 0 < batch_size <= self._sizes[0]
             and batch_size <= local.size
         ):  # one local shard, one train worker: what `_sample` would do, without the routing
-            out = [local.sample(batch_size)]
+            with self._handles[0].lock:  # the call a handle would make, under the worker's lock
+                out = [local.sample(batch_size)]
         else:
             out = self._recovering(lambda: self._sample(batch_size))
         self._timer.add("sample", time.perf_counter() - t0)

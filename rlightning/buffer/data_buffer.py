@@ -368,7 +368,8 @@ class DataBuffer(BufferSampling, ShardRecovery):
                 part = {
                     k: v if isinstance(v, exact) and v.ndim and v.shape[0] == n else v[0:n] for k, v in data.items()
                 }
-                self._sizes[0] = local.extend(part)
+                with self._handles[0].lock:
+                    self._sizes[0] = local.extend(part)
             return
         bounds = [n * i // self.num_storages for i in range(self.num_storages + 1)]
         calls = {}

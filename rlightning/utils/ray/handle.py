@@ -9,6 +9,8 @@ values = resolve([fut1, fut2])      # one ray.get for all the refs
 from __future__ import annotations
 
 import sys
+import threading
+import weakref
 from typing import Any, Iterable, List, Sequence, Tuple
 
 from rlightning.types.batched import is_object_ref
@@ -49,25 +51,51 @@ class LocalFuture:
         return self._value
 
 
+_LOCKS_GUARD = threading.Lock()
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_BY_ID: dict = {}  # workers that cannot be weakly referenced (kept for the process's life)
+
+
+def worker_lock(worker: Any) -> threading.RLock:
+    """The lock every handle on the local ``worker`` takes around a call (one per worker object).
+
+    A Ray actor runs one call at a time; a local worker gets the same guarantee this way,
+    so a view refreshing in a notebook thread never reads a storage that the engine's
+    thread is writing.
+    """
+    with _LOCKS_GUARD:
+        try:
+            lock = _LOCKS.get(worker)
+            if lock is None:
+                lock = _LOCKS[worker] = threading.RLock()
+        except TypeError:  # not weakly referenceable or not hashable
+            lock = _LOCKS_BY_ID.setdefault(id(worker), threading.RLock())
+        return lock
+
+
 class WorkerHandle:
     """Calls methods on a worker that is either a local object or a Ray actor.
+
+    Calls on a local worker are serialised per worker (`worker_lock`), as an actor's are.
 
     Args:
         worker: The object or ActorHandle.
     """
 
-    __slots__ = ("worker", "is_remote")
+    __slots__ = ("worker", "is_remote", "lock")
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker.worker if isinstance(worker, WorkerHandle) else worker
         self.is_remote = is_actor_handle(self.worker)
+        self.lock = None if self.is_remote else worker_lock(self.worker)
 
     def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Start a call; returns an ObjectRef (remote) or a completed `LocalFuture` (local)."""
         if self.is_remote:
             return getattr(self.worker, method).remote(*args, **kwargs)
         try:
-            return LocalFuture(getattr(self.worker, method)(*args, **kwargs))
+            with self.lock:
+                return LocalFuture(getattr(self.worker, method)(*args, **kwargs))
         except Exception as err:  # noqa: BLE001 - delivered on result()
             return LocalFuture(error=err)
 
@@ -77,7 +105,8 @@ class WorkerHandle:
             import ray
 
             return ray.get(getattr(self.worker, method).remote(*args, **kwargs))
-        return getattr(self.worker, method)(*args, **kwargs)
+        with self.lock:
+            return getattr(self.worker, method)(*args, **kwargs)
 
     def kill(self) -> None:
         """Stop the actor (no-op for a local worker)."""
