@@ -5,8 +5,8 @@
 # sync weights, then collect again. While the learner trains, the env workers wait, and the other
 # way round. The **asynchronous** engine (`asyncrl`) overlaps them: a background thread keeps
 # stepping the envs with the eval workers' current weights while the learner samples, trains and
-# syncs. The price is **policy lag**: some actions are computed with weights a version or two
-# older than the learner's. Off-policy algorithms such as SAC tolerate that well.
+# syncs. The price is **policy lag**: some actions are computed with weights a few gradient
+# updates older than the learner's. Off-policy algorithms such as SAC tolerate that well.
 #
 # This notebook runs the same small SAC-on-Pendulum setup with both engines, measures policy lag,
 # and reads the timing plots to see where each run spends its time. It takes about two minutes;
@@ -93,20 +93,24 @@ print("async collected at least as many env steps:", async_run.engine.env_steps 
 # %% [markdown]
 # ## 4. Policy lag
 #
-# Every `PolicyResponse` carries the `weight_version` of the weights that computed it, and the
-# async engine compares it with the learner's version when the transition is stored: `policy_lag`
-# is the mean over an iteration's actions, `policy_lag_max` the largest. The synchronous engine
-# cannot lag (weights are synced before the next rollout starts), so it does not report it.
+# The learner's weights change with every gradient update; the eval workers get them only at the
+# weight sync that ends each iteration. An action's **policy lag** is how many learner updates its
+# weights were behind the learner's when it was computed: every `PolicyResponse` carries the
+# `weight_version` of the weights that computed it, and the engine knows how many updates each
+# version holds. `policy_lag` is the mean over an iteration's actions, `policy_lag_max` the largest.
+# Actions taken while the learner trains lag; those taken right after a sync do not. The
+# synchronous engine cannot lag (it never acts while it trains), so it does not report it.
 #
-# In `asyncrl` the eval workers receive new weights *between* two inference calls, never during
-# one (the rollout thread and the weight sync take turns on a lock), so every action is computed
-# with the newest weights the eval workers have: the recorded lag stays at 0 in this run. Where
-# the asynchrony shows is **what the learner trains on** and **when the envs step**: the rollout
-# thread keeps collecting while the learner trains, up to two chunks ahead of it.
+# `train.max_policy_lag` (default 4) bounds the lag: before acting, the rollout thread waits while
+# the acting weights are more updates behind than that, until the next sync. With 8 updates per
+# iteration here, the bound is what stops the lag at 4; `max_policy_lag=0` would make the thread
+# act only with the newest weights (and wait out every train phase).
 
 # %%
 lags = [m["policy_lag_max"] for m in async_history if "policy_lag_max" in m]
-print(f"policy lag reported in {len(lags)} of {len(async_history)} iterations, largest: {max(lags)} versions")
+print(f"policy lag reported in {len(lags)} of {len(async_history)} iterations, largest: {max(lags)} updates")
+recent = [m["policy_lag"] for m in async_history if "policy_lag" in m][-10:]
+print(f"mean lag of the actions, last {len(recent)} iterations: {sum(recent) / len(recent):.2f} updates")
 
 
 def collection_hidden(run) -> float:
@@ -123,8 +127,8 @@ print(f"collection overlapped with learning: syncrl {max(0.0, collection_hidden(
 # NBVAL_CHECK_OUTPUT
 print("sync run reports a lag:", any("policy_lag" in m for m in sync_history))
 print("async run reports a lag:", bool(lags))
+print("every action within max_policy_lag:", max(lags) <= async_cfg.train.max_policy_lag)
 
-# %% [markdown]
 # ## 5. Reading the timing plots
 #
 # `run.timing.plot()` stacks the time of each phase per iteration. Side by side:

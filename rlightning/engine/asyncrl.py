@@ -5,8 +5,16 @@ and adding transitions to the buffer. Each iteration waits until
 ``train.rollout_steps`` new steps per env worker have arrived (the thread runs
 at most two such chunks ahead, so an idle notebook does not fill the buffer
 forever), then samples, trains ``train.updates_per_iteration`` times and syncs
-weights, while the thread goes on collecting. The policy lag of every action
-(learner weight version minus the version that computed it) is recorded.
+weights, while the thread goes on collecting.
+
+Policy lag: the learner's weights move with every update (one train round),
+the acting weights only at a sync. The lag of an action is the number of
+learner updates its weights are behind the learner's when its inference
+starts (the measure of Sample Factory and IMPALA-style learners, in updates
+rather than syncs: a sync every iteration would make a version count 0 or 1).
+``train.max_policy_lag`` bounds it: before acting, the rollout thread waits
+while the acting weights are more updates behind than that, until the next
+sync.
 """
 
 from __future__ import annotations
@@ -41,8 +49,12 @@ class AsyncRLEngine(BaseEngine):
         self._consumed = 0
         self._lags: Deque[int] = deque(maxlen=100_000)
         self._thread_error: Optional[BaseException] = None
+        self._updates = 0  # learner updates so far
+        self._synced_updates = 0  # learner updates in the weights the eval workers act with
+        self._updates_of_version: Dict[int, int] = {}  # weight version -> learner updates it holds
         super().__init__(*args, **kwargs)
         self._chunk = self.config.train.rollout_steps * self.num_sub_envs
+        self._max_lag = self.config.train.max_policy_lag
 
     # ------------------------------------------------------------------ background rollout
     def _ensure_thread(self) -> None:
@@ -61,7 +73,9 @@ class AsyncRLEngine(BaseEngine):
                     self.reset_envs()
             while not self._halt.is_set():
                 with self._cv:
-                    while self._produced - self._consumed >= 2 * self._chunk and not self._halt.is_set():
+                    while (
+                        self._produced - self._consumed >= 2 * self._chunk or self.acting_lag > self._max_lag
+                    ) and not self._halt.is_set():
                         self._cv.wait(timeout=0.5)
                 if self._halt.is_set():
                     break
@@ -75,11 +89,13 @@ class AsyncRLEngine(BaseEngine):
     def _rollout_one_step(self) -> None:
         t0 = time.perf_counter()
         with self._lock:
+            learner = self._updates  # when this inference starts
             resps = self.policy_group.rollout_batch(self._env_rets)
             t1 = time.perf_counter()
-            version = int(self.policy_group.weight_version)
             for _, resp in resps.items():
-                self._lags.append(version - int(getattr(resp, "weight_version", version)))
+                version = getattr(resp, "weight_version", None)
+                acted = self._synced_updates if version is None else self._updates_of_version.get(int(version))
+                self._lags.append(learner - (self._synced_updates if acted is None else acted))
             record_latencies(self, resps)
             self.buffer.add_batched_transition(self._env_rets, resps)
             t2 = time.perf_counter()
@@ -105,9 +121,29 @@ class AsyncRLEngine(BaseEngine):
             self._thread.join(timeout=60)
             self._thread = None
 
+    @property
+    def acting_lag(self) -> int:
+        """Learner updates the eval workers' weights are behind the learner's (0 right after a sync)."""
+        return self._updates - self._synced_updates
+
+    def _sync_policy_weights(self) -> int:
+        version = super()._sync_policy_weights()
+        with self._cv:
+            self._updates_of_version[int(version)] = self._synced_updates = self._updates
+            for old in [v for v in self._updates_of_version if v < version - 8]:
+                del self._updates_of_version[old]
+            self._cv.notify_all()
+        return version
+
     # ------------------------------------------------------------------ phases
     def rollout(self) -> Dict[str, Any]:
-        """Wait until one chunk of new env steps has been collected by the background thread."""
+        """Wait until one chunk of new env steps has been collected by the background thread.
+
+        Weights are synced first when the rollout thread could not act otherwise (updates made
+        outside ``step``, or an iteration that stopped between its train rounds and its sync).
+        """
+        if self.acting_lag > self._max_lag:
+            self.sync_weights()
         self._ensure_thread()
         with self._phase("rollout"):
             with self._cv:
@@ -133,11 +169,15 @@ class AsyncRLEngine(BaseEngine):
             return super().sync_weights()
 
     def train(self) -> Dict[str, Any]:
-        """Train (holding the lock only when eval and train share workers)."""
+        """One learner update (holding the lock only when eval and train share workers)."""
         if getattr(self.policy_group, "num_eval_workers", 1) == 0 or self.config.cluster.is_colocated:
             with self._lock:
-                return super().train()
-        return super().train()
+                out = super().train()
+        else:
+            out = super().train()
+        with self._cv:
+            self._updates += 1
+        return out
 
     def iteration_phases(self) -> Dict[str, Any]:
         """Wait for a chunk, then ``updates_per_iteration`` x (sample, train), then sync."""

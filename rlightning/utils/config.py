@@ -296,7 +296,8 @@ class TrainConfig(_Config):
     checkpoint_interval: int = Field(0, ge=0)
     """Save a checkpoint every this many iterations (0: only at the end)."""
     max_policy_lag: int = Field(4, ge=0)
-    """Async engine: most weight versions an action may lag behind the learner."""
+    """Async engine: most learner updates the acting weights may be behind the learner's; beyond it
+    the rollout thread waits for the next weight sync (0: act only with the newest weights)."""
 
 
 class ClusterConfig(_Config):

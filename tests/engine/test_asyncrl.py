@@ -22,6 +22,35 @@ def test_async_overlaps_rollout_and_records_policy_lag(tmp_path, build):
     assert rec.get("train", 0) > 0 and "rollout" in rec
 
 
+def _lags(history):
+    return [m["policy_lag_max"] for m in history if "policy_lag_max" in m]
+
+
+def test_policy_lag_counts_learner_updates_the_acting_weights_miss(tmp_path, build):
+    e = build(_async(tmp_path, False, "train.updates_per_iteration=16", "train.max_policy_lag=1000")).engine
+    history = e.run(iterations=6)
+    lags = _lags(history)
+    assert lags and max(lags) >= 1, f"actions taken while the learner trained should lag: {lags}"
+    assert max(lags) <= 16, f"a sync every iteration bounds the lag by updates_per_iteration: {lags}"
+    assert e.acting_lag == 0 and e._updates == 16 * sum("q_loss" in m for m in history)
+    e.close()
+
+
+@pytest.mark.parametrize("bound", [0, 2])
+def test_max_policy_lag_holds_the_rollout_thread_until_a_sync(tmp_path, build, bound):
+    e = build(_async(tmp_path, False, "train.updates_per_iteration=12", f"train.max_policy_lag={bound}")).engine
+    history = e.run(iterations=5)
+    assert any("q_loss" in m for m in history)
+    lags = _lags(history)
+    assert lags and max(lags) <= bound, f"max_policy_lag={bound} but actions lagged {lags}"
+    for _ in range(bound + 3):  # updates outside step(): the next rollout syncs before it waits
+        e.update_dataset()
+        e.train()
+    assert e.acting_lag == bound + 3
+    assert e.rollout()["rollout_env_steps"] >= e._chunk and e.acting_lag == 0
+    e.close()
+
+
 def test_async_thread_is_bounded_and_stops(tmp_path, build):
     e = build(_async(tmp_path)).engine
     e.step()
