@@ -65,7 +65,8 @@ def job_memory(job_id: str) -> Dict[str, float]:
     """
     import psutil
 
-    out = {"actor_rss": 0.0, "actor_processes": 0, "idle_rss": 0.0, "idle_processes": 0}
+    out: Dict[str, Any] = {"actor_rss": 0.0, "actor_processes": 0, "idle_rss": 0.0, "idle_processes": 0}
+    actors: Dict[str, str] = {}
     for pid, title in job_processes(job_id).items():
         kind = "idle" if title == "ray::IDLE" or not title.startswith("ray::") else "actor"
         try:
@@ -73,6 +74,9 @@ def job_memory(job_id: str) -> Dict[str, float]:
             out[f"{kind}_processes"] += 1
         except psutil.Error:
             continue
+        if kind == "actor":
+            actors[str(pid)] = title
+    out["actors"] = actors  # pid -> title: which processes, not only how many
     out["driver_rss"] = float(psutil.Process().memory_info().rss)
     return out
 

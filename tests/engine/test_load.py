@@ -27,6 +27,13 @@ def test_sixteen_by_sixty_four_for_hundreds_of_iterations_stays_bounded(tmp_path
     print(table(result))
     (tmp_path / "load.json").write_text(json.dumps(result, indent=1))
     assert result["env_steps"] == 16 * 64 * 2 * 200
-    # 16 env + eval + train + storage actors, the same processes throughout (nothing restarted or leaked)
-    assert {s["actor_processes"] for s in result["samples"]} == {19}
+    # 16 env + eval + train + storage actors, the same processes throughout (nothing restarted or leaked).
+    # Ray may start workers of its own for a while under load (the raylet says so); they are listed, and
+    # must not be ours (the actors of the first sample stay) nor outlive the run (the last sample has none).
+    first, last = result["samples"][0]["actors"], result["samples"][-1]["actors"]
+    assert len(first) == 19 and last == first, f"actor processes changed: first {first}, last {last}"
+    for s in result["samples"]:
+        assert first.items() <= s["actors"].items(), f"an actor process was replaced at iteration {s['iteration']}"
+    extra = {pid: t for s in result["samples"] for pid, t in s["actors"].items() if pid not in first}
+    print("processes of the job that came and went:", extra or "none")
     assert result["verdict"]["bounded"], table(result)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Tuple
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rlightning.buffer import ReplayBuffer
@@ -91,6 +91,15 @@ def contents(buf: ReplayBuffer) -> Dict[str, Any]:
     }
 
 
+def _rows(buf: ReplayBuffer) -> list:
+    data = buf.get_data()
+    if not len(data):
+        return []
+    keys = ("obs", "next_obs", "reward", "action")
+    flat = torch.cat([data[k].reshape(len(data), -1).double() for k in keys], dim=1)
+    return [tuple(r) for r in flat.tolist()]
+
+
 def same(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
     if a.keys() != b.keys() or a["data"].keys() != b["data"].keys():
         return False
@@ -147,6 +156,8 @@ def _poison(env_ret: EnvRet, where: str, row: int, value: float) -> EnvRet:
     ),
     at=st.lists(st.integers(1, 9), min_size=1, max_size=3, unique=True),
 )
+# found by CI: a poisoned reset step at the last step begins no stored transition, so nothing is dropped
+@example(guard="drop", normalize=False, poison=[("obs", 0, np.nan)], at=[9])
 def test_nan_guard_through_the_data_buffer(guard, normalize, poison, at, caplog):
     caplog.set_level(logging.WARNING, logger="rlightning")
     buf, twin = make_buffer(nan_guard=guard, normalize_obs=normalize, normalize_reward=normalize), make_buffer()
@@ -177,7 +188,13 @@ def test_nan_guard_through_the_data_buffer(guard, normalize, poison, at, caplog)
     assert finite, "non-finite values were stored"
     if guard == "drop":
         assert "dropping those sub-environments' episodes" in caplog.text
-        assert len(buf) < len(twin)
+        assert len(buf) <= len(twin)
+        if min(at) < 9:  # a poisoned step before the last is part of a transition the twin stores
+            assert len(buf) < len(twin)
+        # (at the last step only, a poisoned reset step of a sub-env begins no stored transition)
+        if not normalize:
+            kept, all_rows = _rows(buf), _rows(twin)
+            assert all(all_rows.count(r) >= kept.count(r) for r in set(kept)), "drop stored rows the twin has not"
     else:
         assert len(buf) == len(twin)
     if not normalize:
