@@ -6,11 +6,19 @@ import sys
 import pytest
 
 CODE = """
+import sys
 import ray
+from rlightning.utils.ray import runtime
 from rlightning.utils.ray.runtime import acquire_ray, release_ray, ray_started_here
 from rlightning.utils.ray.launcher import launch_ray_actor
+assert "torch" not in sys.modules and "rlightning.utils.builders" not in sys.modules
 assert acquire_ray(num_cpus=2) is True
 assert ray_started_here()
+warm = runtime._warm["thread"]
+assert warm is not None and warm.name == "rlightning-warm-imports", "ray.init ran without the learner imports"
+warm.join(120)
+assert "rlightning.utils.builders" in sys.modules and "torch" in sys.modules
+assert runtime.warm_imports() is warm   # once per process
 assert acquire_ray(num_cpus=2) is False   # a re-run cell: no second ray.init
 assert release_ray() is False and ray.is_initialized()
 assert release_ray() is True and not ray.is_initialized()
@@ -31,3 +39,23 @@ def test_lease_in_fresh_process():
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "lease-ok" in out.stdout
+
+
+WARM_OFF = """
+import os, sys
+os.environ["RLIGHTNING_WARM_IMPORTS"] = "0"
+from rlightning.utils.ray.runtime import warm_imports
+assert warm_imports(("json.tool",)) is None and "json.tool" not in sys.modules
+os.environ["RLIGHTNING_WARM_IMPORTS"] = "1"
+t = warm_imports(("json.tool", "no_such_module_xyz"))
+t.join(30)
+assert "json.tool" in sys.modules, "the module was not imported in the background"
+assert not t.is_alive() and warm_imports(("csv",)) is t  # a failing import only logs; one thread per process
+print("warm-ok")
+"""
+
+
+def test_warm_imports_run_once_in_the_background_and_can_be_turned_off():
+    out = subprocess.run([sys.executable, "-c", WARM_OFF], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "warm-ok" in out.stdout

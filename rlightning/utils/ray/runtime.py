@@ -9,9 +9,11 @@ Calling acquire twice from a re-run notebook cell never calls ``ray.init`` twice
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
+import sys
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from rlightning.utils.logger import get_logger
 from rlightning.utils.ray.launcher import import_ray
@@ -53,6 +55,7 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
         _state["users"] += 1
         if ray.is_initialized():
             return False
+        warm_imports()
         try:
             _init(ray, address, dict(init_kwargs))
         except BaseException:
@@ -60,6 +63,38 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
             raise
         logger.info("Ray %s (%s)", "started" if _state["started"] else "joined", address or "local")
         return True
+
+
+#: Imported in a background thread while ``ray.init`` waits for Ray's processes: the learner side
+#: (torch, tensordict, the policies and buffers) that the first ``build`` needs anyway.
+WARM_MODULES = ("rlightning.utils.builders",)
+_warm: Dict[str, Any] = {"thread": None}
+
+
+def warm_imports(modules: Sequence[str] = WARM_MODULES) -> Optional[threading.Thread]:
+    """Start importing ``modules`` in a daemon thread (once per process); returns the thread.
+
+    Starting Ray is mostly waiting for its processes to come up, and the driver's first build
+    would import torch and tensordict afterwards, one after the other. Importing them meanwhile
+    takes them off that path. An import error is left for the build's own import to raise.
+    ``RLIGHTNING_WARM_IMPORTS=0`` turns it off.
+    """
+    if os.environ.get("RLIGHTNING_WARM_IMPORTS", "1") == "0" or _warm["thread"] is not None:
+        return _warm["thread"]
+    pending = [m for m in modules if m not in sys.modules]
+    if not pending:
+        return None
+
+    def run() -> None:
+        for name in pending:
+            try:
+                importlib.import_module(name)
+            except BaseException as err:  # noqa: BLE001 - the build imports it again and raises there
+                logger.debug("background import of %s failed: %r", name, err)
+
+    thread = _warm["thread"] = threading.Thread(target=run, name="rlightning-warm-imports", daemon=True)
+    thread.start()
+    return thread
 
 
 def dashboard_missing() -> Optional[str]:
