@@ -27,9 +27,9 @@ lab
 # ## 1. A small SAC config
 #
 # We start from the `pendulum_sac_async` preset and shrink it: smaller networks, 8 gradient
-# updates per iteration instead of 64, and training starts after 256 env steps. Two env workers run
-# as Ray actors, and so does the eval worker that computes their actions, so that acting and
-# learning can truly run at the same time.
+# updates per iteration instead of 64 (and a policy lag bound of 4, section 4), and training starts
+# after 256 env steps. Two env workers run as Ray actors, and so does the eval worker that computes
+# their actions, so that acting and learning can truly run at the same time.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -38,7 +38,7 @@ small = [
     "env.num_workers=2", "env.num_envs=2", "env.num_cpus=0.5",
     "policy.hidden_sizes=[64, 64]",
     "train.iterations=40", "train.rollout_steps=16", "train.batch_size=128",
-    "train.learning_starts=256", "train.updates_per_iteration=8",
+    "train.learning_starts=256", "train.updates_per_iteration=8", "train.max_policy_lag=4",
     "cluster.eval_each_cpu_num=0.5",
     "log.jsonl=false", "log.progress=false",
 ]
@@ -101,10 +101,11 @@ print("async collected at least as many env steps:", async_run.engine.env_steps 
 # Actions taken while the learner trains lag; those taken right after a sync do not. The
 # synchronous engine cannot lag (it never acts while it trains), so it does not report it.
 #
-# `train.max_policy_lag` (default 4) bounds the lag: before acting, the rollout thread waits while
-# the acting weights are more updates behind than that, until the next sync. With 8 updates per
-# iteration here, the bound is what stops the lag at 4; `max_policy_lag=0` would make the thread
-# act only with the newest weights (and wait out every train phase).
+# `train.max_policy_lag` bounds the lag: before acting, the rollout thread waits while the acting
+# weights are more updates behind than that, until the next sync. The small config above sets it to
+# 4 with 8 updates per iteration, so the bound is what stops the lag at 4 (the preset sets 64, one
+# iteration's updates; the default is 4); `max_policy_lag=0` would make the thread act only with
+# the newest weights (and wait out every train phase).
 
 # %%
 lags = [m["policy_lag_max"] for m in async_history if "policy_lag_max" in m]

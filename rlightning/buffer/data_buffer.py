@@ -480,7 +480,8 @@ class DataBuffer(BufferSampling, ShardRecovery):
         """A plain snapshot for views: per-shard fill, episodes stored, recent episodes, adds per second."""
         table = self._require_init()
         shard_stats = self._recovering(lambda: resolve([h.submit("stats") for h in self._handles]))
-        self._sizes = [st["size"] for st in shard_stats]
+        # Sizes are not taken from here: a view calls this from its own thread, and a snapshot it
+        # wrote back could undo a newer size an add just reported (every write path keeps them).
         self._shard_stats = shard_stats
         out = merge_stats(shard_stats, table)
         out.update(unit=self.config.unit, mode=self.config.mode, sampler=self.config.sampler, remote=self.is_remote)

@@ -52,9 +52,12 @@ class AsyncRLEngine(BaseEngine):
         self._updates = 0  # learner updates so far
         self._synced_updates = 0  # learner updates in the weights the eval workers act with
         self._updates_of_version: Dict[int, int] = {}  # weight version -> learner updates it holds
+        self._learner_acts = False
         super().__init__(*args, **kwargs)
         self._chunk = self.config.train.rollout_steps * self.num_sub_envs
         self._max_lag = self.config.train.max_policy_lag
+        # Without eval workers the learner's own weights act: nothing lags, nothing waits.
+        self._learner_acts = len(getattr(self.policy_group, "eval_workers", ())) == 0
 
     # ------------------------------------------------------------------ background rollout
     def _ensure_thread(self) -> None:
@@ -89,10 +92,15 @@ class AsyncRLEngine(BaseEngine):
     def _rollout_one_step(self) -> None:
         t0 = time.perf_counter()
         with self._lock:
-            learner = self._updates  # when this inference starts
+            learner = self._updates  # when this inference starts; train() may add one any time
+            if not self._learner_acts and learner - self._synced_updates > self._max_lag:
+                return  # over the bound since the wait: the loop waits again, for the next sync
             resps = self.policy_group.rollout_batch(self._env_rets)
             t1 = time.perf_counter()
             for _, resp in resps.items():
+                if self._learner_acts:
+                    self._lags.append(0)
+                    continue
                 version = getattr(resp, "weight_version", None)
                 acted = self._synced_updates if version is None else self._updates_of_version.get(int(version))
                 self._lags.append(learner - (self._synced_updates if acted is None else acted))
@@ -124,7 +132,7 @@ class AsyncRLEngine(BaseEngine):
     @property
     def acting_lag(self) -> int:
         """Learner updates the eval workers' weights are behind the learner's (0 right after a sync)."""
-        return self._updates - self._synced_updates
+        return 0 if self._learner_acts else self._updates - self._synced_updates
 
     def _sync_policy_weights(self) -> int:
         version = super()._sync_policy_weights()
@@ -170,7 +178,7 @@ class AsyncRLEngine(BaseEngine):
 
     def train(self) -> Dict[str, Any]:
         """One learner update (holding the lock only when eval and train share workers)."""
-        if getattr(self.policy_group, "num_eval_workers", 1) == 0 or self.config.cluster.is_colocated:
+        if self._learner_acts or self.config.cluster.is_colocated:
             with self._lock:
                 out = super().train()
         else:

@@ -131,9 +131,8 @@ class EvalRecovery:
                 )
             source = alive[0]
         version = self.weight_version
-        ref = (
-            source.submit("export_weights", version)
-            if source.is_remote
-            else ray.put(source.worker.export_weights(version))
-        )
+        if source.is_remote:
+            ref = source.submit("export_weights", version)
+        else:
+            ref = ray.put(source.call("export_weights", version))
         new.call("load_state_dict", ref, version)

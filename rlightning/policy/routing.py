@@ -101,7 +101,8 @@ class RolloutRouter:
             self._calls[i] += 1
             self._rows[i] += len(chunk)
             if not handle.is_remote:
-                result = handle.worker.rollout_batch(chunk)
+                with handle.lock:  # the call a handle makes, made directly (one call at a time per worker)
+                    result = handle.worker.rollout_batch(chunk)
             elif per_item:
                 result = handle.worker.rollout_unpacked.options(num_returns=len(chunk)).remote(*chunk)
                 result = [result] if len(chunk) == 1 else list(result)

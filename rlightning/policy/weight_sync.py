@@ -108,9 +108,11 @@ class LocalCopySync(WeightSync):
             raise RuntimeError("a direct-copy weight sync needs train rank 0 and the eval workers in this process")
         futures = self._other_train_versions(version)
         src = self.train[0].worker
-        src.set_weight_version(version)
-        for e in self.evals:
-            e.worker.copy_weights_from(src, version)
+        with self.train[0].lock:
+            src.set_weight_version(version)
+        for e in self.evals:  # locks taken eval, then train: the one place that holds two
+            with e.lock, self.train[0].lock:
+                e.worker.copy_weights_from(src, version)
         resolve(futures)
 
 
@@ -126,14 +128,17 @@ class ObjectStoreSync(WeightSync):
         if t0.is_remote:
             ref = t0.submit("export_weights", version)
         else:
-            ref = ray.put(t0.worker.export_weights(version))
+            with t0.lock:
+                weights = t0.worker.export_weights(version)
+            ref = ray.put(weights)
         futures = self._other_train_versions(version)
         local_evals = [e for e in self.evals if not e.is_remote]
         futures += [e.submit("load_state_dict", ref, version) for e in self.evals if e.is_remote]
         if local_evals:
             weights = ray.get(ref)
             for e in local_evals:
-                e.worker.load_state_dict(weights, version)
+                with e.lock:
+                    e.worker.load_state_dict(weights, version)
         resolve(futures)  # an export failure surfaces through the loads that depend on it
 
 

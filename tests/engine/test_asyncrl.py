@@ -51,6 +51,15 @@ def test_max_policy_lag_holds_the_rollout_thread_until_a_sync(tmp_path, build, b
     e.close()
 
 
+def test_without_eval_workers_the_learner_acts_and_nothing_lags(tmp_path, build):
+    e = build(_async(tmp_path, False, "cluster.eval_worker_num=0", "train.max_policy_lag=0")).engine
+    assert e._learner_acts and not e.policy_group.eval_workers
+    history = e.run(iterations=4)
+    assert any("q_loss" in m for m in history)
+    assert set(_lags(history)) == {0}, "the learner's own weights acted: no lag"
+    e.close()
+
+
 def test_async_thread_is_bounded_and_stops(tmp_path, build):
     e = build(_async(tmp_path)).engine
     e.step()

@@ -160,6 +160,7 @@ def _poison(env_ret: EnvRet, where: str, row: int, value: float) -> EnvRet:
 @example(guard="drop", normalize=False, poison=[("obs", 0, np.nan)], at=[9])
 def test_nan_guard_through_the_data_buffer(guard, normalize, poison, at, caplog):
     caplog.set_level(logging.WARNING, logger="rlightning")
+    caplog.clear()  # one caplog serves every example: only this example's records count
     buf, twin = make_buffer(nan_guard=guard, normalize_obs=normalize, normalize_reward=normalize), make_buffer()
     env = FakeVecEnv("Fake-0", num_envs=NUM_ENVS, lengths=[2, 3])
     env_ret = env.reset()

@@ -16,7 +16,7 @@ assert acquire_ray(num_cpus=2) is True
 assert ray_started_here()
 warm = runtime._warm["thread"]
 assert warm is not None and warm.name == "rlightning-warm-imports", "ray.init ran without the learner imports"
-warm.join(120)
+assert not warm.is_alive(), "acquire_ray returned with the background import still running"
 assert "rlightning.utils.builders" in sys.modules and "torch" in sys.modules
 assert runtime.warm_imports() is warm   # once per process
 assert acquire_ray(num_cpus=2) is False   # a re-run cell: no second ray.init
@@ -47,10 +47,21 @@ os.environ["RLIGHTNING_WARM_IMPORTS"] = "0"
 from rlightning.utils.ray.runtime import warm_imports
 assert warm_imports(("json.tool",)) is None and "json.tool" not in sys.modules
 os.environ["RLIGHTNING_WARM_IMPORTS"] = "1"
+import logging
+from rlightning.utils.ray.runtime import finish_warm_imports
+records = []
+handler = logging.Handler()
+handler.emit = records.append
+logging.getLogger("rlightning").addHandler(handler)
 t = warm_imports(("json.tool", "no_such_module_xyz"))
-t.join(30)
+finish_warm_imports(30)
 assert "json.tool" in sys.modules, "the module was not imported in the background"
-assert not t.is_alive() and warm_imports(("csv",)) is t  # a failing import only logs; one thread per process
+assert not t.is_alive() and warm_imports(("csv",)) is t  # one thread per process
+messages = [r.getMessage() for r in records]
+failed = "importing no_such_module_xyz in the background failed: ModuleNotFoundError"
+assert any(failed in m for m in messages), messages
+finish_warm_imports(30)
+assert len(records) == len(messages), "the failure is reported once"
 print("warm-ok")
 """
 

@@ -55,12 +55,15 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
         _state["users"] += 1
         if ray.is_initialized():
             return False
-        warm_imports()
+        warm = warm_imports()
         try:
             _init(ray, address, dict(init_kwargs))
         except BaseException:
             _state["users"] -= 1
             raise
+        finally:
+            if warm is not None:  # nothing is imported in the background once Ray is up
+                finish_warm_imports()
         logger.info("Ray %s (%s)", "started" if _state["started"] else "joined", address or "local")
         return True
 
@@ -76,8 +79,8 @@ def warm_imports(modules: Sequence[str] = WARM_MODULES) -> Optional[threading.Th
 
     Starting Ray is mostly waiting for its processes to come up, and the driver's first build
     would import torch and tensordict afterwards, one after the other. Importing them meanwhile
-    takes them off that path. An import error is left for the build's own import to raise.
-    ``RLIGHTNING_WARM_IMPORTS=0`` turns it off.
+    takes them off that path; `acquire_ray` waits for the thread once Ray is up (so nothing is
+    imported in the background while user code runs). ``RLIGHTNING_WARM_IMPORTS=0`` turns it off.
     """
     if os.environ.get("RLIGHTNING_WARM_IMPORTS", "1") == "0" or _warm["thread"] is not None:
         return _warm["thread"]
@@ -89,12 +92,28 @@ def warm_imports(modules: Sequence[str] = WARM_MODULES) -> Optional[threading.Th
         for name in pending:
             try:
                 importlib.import_module(name)
-            except BaseException as err:  # noqa: BLE001 - the build imports it again and raises there
-                logger.debug("background import of %s failed: %r", name, err)
+            except BaseException as err:  # noqa: BLE001 - reported by finish_warm_imports
+                _warm["error"] = (name, err)
+                return
 
     thread = _warm["thread"] = threading.Thread(target=run, name="rlightning-warm-imports", daemon=True)
     thread.start()
     return thread
+
+
+def finish_warm_imports(timeout: float = 300.0) -> None:
+    """Wait for `warm_imports` to end; a failed import is logged with its cause, once.
+
+    The module that failed is imported again where it is needed and raises there; the warning
+    keeps the first cause in view (a second import of a half-run module can fail differently).
+    """
+    thread = _warm["thread"]
+    if thread is not None:
+        thread.join(timeout)
+    failed = _warm.pop("error", None)
+    if failed is not None:
+        name, err = failed
+        logger.warning("importing %s in the background failed: %s: %s", name, type(err).__name__, err)
 
 
 def dashboard_missing() -> Optional[str]:
