@@ -109,7 +109,8 @@ class BaseEngine:
         """Train -> eval workers, and on to the env workers' policy copies when they act themselves."""
         version = self.policy_group.sync_weights()
         if self.inference_in_env_workers:
-            self.env_group.load_policy_weights(self.policy_group.get_weights(), version)
+            weights = getattr(self.policy_group, "weights_ref", self.policy_group.get_weights)()
+            self.env_group.load_policy_weights(weights, version)
         return version
 
     # ------------------------------------------------------------------ phases

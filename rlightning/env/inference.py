@@ -169,10 +169,10 @@ class GroupInference:
             raise RuntimeError("load_policy_weights needs attach_policy first")
         self._require_init()
         payload = weights
-        if self._remote and not is_object_ref(weights):
+        if self._remote != is_object_ref(weights):  # Ray workers read one object-store copy; local ones a dict
             import ray
 
-            payload = ray.put(weights)
+            payload = ray.put(weights) if self._remote else ray.get(weights)
         version = int(weight_version)
         self._policy_weights = (payload, version)
         resolve([s.handle.submit("load_policy_weights", payload, version) for s in self._slots])

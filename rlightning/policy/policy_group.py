@@ -378,6 +378,15 @@ class PolicyGroup(EvalRecovery):
         """Train rank 0's (or eval worker 0's) weights as numpy arrays."""
         return (self.train_workers or self.eval_workers)[0].call("get_weights")
 
+    def weights_ref(self) -> Any:
+        """`get_weights` without a copy through this process: an ObjectRef when that worker is a Ray actor.
+
+        The actor puts its weights in the object store itself; whoever loads them (env workers'
+        policy copies) reads them from there. A local worker's weights are returned as they are.
+        """
+        worker = (self.train_workers or self.eval_workers)[0]
+        return worker.submit("get_weights") if worker.is_remote else worker.call("get_weights")
+
     # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self, path: Union[str, Path]) -> str:

@@ -67,3 +67,35 @@ def test_ray_env_worker_killed_mid_run_comes_back_with_the_current_weights(tmp_p
     assert set(_copies_checksums(engine).values()) == {checksum}
     metrics = engine.step()
     assert metrics["env_steps"] == 32 * 8 * 2 + 32 * 4 and metrics["env_restarts"] == 1
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("remote_env", [True, False])
+def test_a_ray_train_workers_weights_reach_the_copies_without_a_copy_through_the_driver(
+    tmp_path, ray_runtime, build, monkeypatch, remote_env
+):
+    import ray
+
+    from rlightning.types.batched import is_object_ref
+
+    cfg = small_ppo(
+        tmp_path,
+        False,
+        "cluster.remote_train=true",
+        "cluster.train_each_cpu_num=0.25",
+        f"cluster.remote_env={str(remote_env).lower()}",
+        "env.num_cpus=0.25",
+        IN_ENV_WORKERS,
+    )
+    engine = build(cfg).engine
+    assert is_object_ref(engine.policy_group.weights_ref()), "a Ray train worker's weights should stay in the store"
+    puts = []
+    real_put = ray.put
+    monkeypatch.setattr(ray, "put", lambda value, **kw: puts.append(type(value)) or real_put(value, **kw))
+    engine.step()
+    checksum = engine.policy_group.train_workers[0].call("weights_checksum")
+    assert set(_copies_checksums(engine).values()) == {checksum}
+    stored, version = engine.env_group._policy_weights
+    assert version == engine.policy_group.weight_version
+    assert is_object_ref(stored) == remote_env  # Ray env workers read the train actor's object; local ones a dict
+    assert dict not in puts, f"weights were put again from the driver: {puts}"
