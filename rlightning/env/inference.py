@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from rlightning.types import BatchedData, EnvMeta, EnvRet, PolicyResponse, is_object_ref
 from rlightning.utils.logger import get_logger
-from rlightning.utils.ray.handle import is_actor_death, resolve, resolve_one, wait_any
+from rlightning.utils.ray.handle import is_actor_death, resolve, resolve_one
 
 logger = get_logger(__name__)
 
@@ -186,9 +186,11 @@ class GroupInference:
             slot.handle.call("load_policy_weights", *self._policy_weights)
 
     def collect_rollouts(self, env_rets: BatchedData, num_steps: int) -> Iterator[Tuple[str, RolloutChunk]]:
-        """Run ``num_steps`` steps in every worker named in ``env_rets``; yield (env id, chunk) as each is done.
+        """Run ``num_steps`` steps in every worker named in ``env_rets``; yield (env id, chunk) in worker order.
 
         Every worker call is issued first; the caller stores one worker's chunk while the others still run.
+        Chunks come in the order of the workers, not of their arrival, so a seeded run stores (and
+        trains on) the same data every time.
         A worker that dies is relaunched and reset (see `EnvGroup.step`): it yields an empty chunk
         whose ``last`` is its fresh reset EnvRet, and its env id is queued for `pop_restarted_env_ids`.
 
@@ -199,18 +201,14 @@ class GroupInference:
         if self._policy_setup is None:
             raise RuntimeError("collect_rollouts needs a policy in the env workers: call attach_policy first")
         _, slots, rets = self._route(env_rets)
-        by_future = {slot.handle.submit("collect_rollout", ret, num_steps): slot for slot, ret in zip(slots, rets)}
-        pending = list(by_future)
-        while pending:
-            ready, pending = wait_any(pending, num_returns=1)
-            for fut in ready:
-                slot = by_future[fut]
-                try:
-                    chunk = resolve_one(fut)
-                except Exception as err:  # noqa: BLE001 - re-raised unless the worker actor died
-                    if not (self._remote and is_actor_death(err)):
-                        raise
-                    chunk = RolloutChunk(last=self._restart(slot, err))
-                self._stats.add_env_rets(chunk.produced_env_rets())
-                self._stats.add_steps(slot.num_envs * chunk.num_steps)
-                yield slot.env_id, chunk
+        futures = [slot.handle.submit("collect_rollout", ret, num_steps) for slot, ret in zip(slots, rets)]
+        for slot, fut in zip(slots, futures):
+            try:
+                chunk = resolve_one(fut)
+            except Exception as err:  # noqa: BLE001 - re-raised unless the worker actor died
+                if not (self._remote and is_actor_death(err)):
+                    raise
+                chunk = RolloutChunk(last=self._restart(slot, err))
+            self._stats.add_env_rets(chunk.produced_env_rets())
+            self._stats.add_steps(slot.num_envs * chunk.num_steps)
+            yield slot.env_id, chunk

@@ -99,3 +99,16 @@ def test_a_ray_train_workers_weights_reach_the_copies_without_a_copy_through_the
     assert version == engine.policy_group.weight_version
     assert is_object_ref(stored) == remote_env  # Ray env workers read the train actor's object; local ones a dict
     assert dict not in puts, f"weights were put again from the driver: {puts}"
+
+
+@pytest.mark.ray
+def test_a_seeded_run_on_ray_env_workers_trains_the_same_weights_twice(tmp_path, ray_runtime, build):
+    checksums, losses = [], []
+    for run in range(2):
+        cfg = small_ppo(tmp_path / str(run), False, "cluster.remote_env=true", "env.num_cpus=0.25", IN_ENV_WORKERS)
+        engine = build(cfg).engine
+        history = engine.run(iterations=3)
+        checksums.append(engine.policy_group.train_workers[0].call("weights_checksum"))
+        losses.append([m["policy_loss"] for m in history])
+        engine.close()
+    assert losses[0] == losses[1] and checksums[0] == checksums[1], (losses, checksums)

@@ -98,3 +98,21 @@ def test_without_a_policy_the_group_and_worker_say_how_to_get_one():
     finally:
         g.close()
     assert not g.has_policy
+
+
+@pytest.mark.ray
+def test_ray_workers_chunks_come_in_worker_order_whichever_finishes_first(ray_runtime, remote_flags):
+    """A seeded run stores the same data every time: chunks are yielded in worker order, not arrival."""
+    remote_flags(REMOTE_ENV=True)
+    slow, fast = EnvConfig(name="CartPole-v1", num_envs=64, num_cpus=0.25), EnvConfig(name="CartPole-v1", num_envs=1)
+    g = EnvGroup([slow, fast.model_copy(update={"num_cpus": 0.25})])
+    try:
+        metas = g.init()
+        assert g.is_remote
+        g.attach_policy(PPOPolicy, PolicyConfig(type="ppo", hidden_sizes=[16]), metas[0], seed=0)
+        rets = g.reset(seed=0)
+        chunks = list(g.collect_rollouts(rets, 200))  # worker 0 steps 64 envs, worker 1 one: 1 is done first
+        assert [env_id for env_id, _ in chunks] == g.env_ids
+        assert [c.num_steps for _, c in chunks] == [200, 200]
+    finally:
+        g.close()
