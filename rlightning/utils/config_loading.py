@@ -7,6 +7,7 @@ every failure is a `ConfigError` naming what was wrong.
 
 from __future__ import annotations
 
+import copy
 from importlib import resources
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Union
@@ -160,6 +161,7 @@ def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
             f"overrides must be a list of key.path=value strings, got {type(overrides).__name__} {overrides!r:.60}"
         )
     data = cfg.model_dump()
+    seen = set()
     for item in overrides:
         if not isinstance(item, str) or "=" not in item:
             raise ConfigError(f"override {item!r:.80} must look like key.path=value, e.g. train.iterations=50")
@@ -173,6 +175,10 @@ def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
             value = raw
         except RecursionError:
             raise ConfigError(f"override {item[:80]!r}: the value is nested too deeply") from None
+        dotted = ".".join(path)
+        if dotted in seen:  # later wins, but the value it hides must have been valid too
+            config_from_dict(copy.deepcopy(data), source=f"overrides before {item[:80]!r}")
+        seen.add(dotted)
         node: Any = data
         model: Any = MainConfig
         for i, part in enumerate(path):
