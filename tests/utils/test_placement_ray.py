@@ -73,7 +73,7 @@ def test_two_runs_with_different_placements_do_not_affect_each_other(tmp_path, r
         # the engine's eval env group is local while the training env group stays remote
         result = remote.engine.evaluate(num_episodes=1)
         assert result["episodes"] == 1
-        assert getattr(remote.engine, "_eval_env_group").is_remote is False
+        assert remote.engine._eval_env_group.is_remote is False  # the eval group evaluate() made
         assert remote.env_group.is_remote is True
         assert _step(remote) == 256 and _step(local) == 256
         assert {v: os.environ.get(v) for v in FLAG_VARS} == before
