@@ -1,5 +1,6 @@
 """`Placement`: a run's choice of which components are Ray actors, passed down instead of flipped in flags."""
 
+import inspect
 import os
 
 import pytest
@@ -139,3 +140,27 @@ def test_seed_calls_without_placement_follow_internal_flag_locally(flags):
         buffer.close()
     finally:
         group.close()
+
+
+@pytest.mark.parametrize(
+    "fn, seed_params",
+    [
+        (build_env_group, ["env_cfgs", "preprocess_fn"]),
+        (EnvGroup.__init__, ["self", "env_cfg_list", "preprocess_fn"]),
+        (build_policy_group, ["policy_cls", "policy_cfg", "cluster_cfg", "backend", "is_colocated"]),
+    ],
+)
+def test_seed_signatures_keep_their_parameters_and_add_keyword_only_placement(fn, seed_params):
+    params = inspect.signature(fn).parameters
+    assert [n for n, p in params.items() if p.kind is not p.KEYWORD_ONLY] == seed_params
+    added = {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    assert set(added) <= {"remote", "placement"} and "placement" in added
+    assert all(p.default is None for p in added.values())
+
+
+def test_data_buffer_placement_arguments_are_keyword_only_with_none_defaults():
+    from rlightning.buffer.data_buffer import DataBuffer
+
+    for fn in (build_data_buffer, DataBuffer.__init__):
+        added = {n: p for n, p in inspect.signature(fn).parameters.items() if p.kind is p.KEYWORD_ONLY}
+        assert list(added) == ["remote", "placement"] and all(p.default is None for p in added.values())
