@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Dict, List
 
 import numpy as np
 
-from rlightning.utils.utils import InternalFlag
-
 _ATTR = "_eval_env_group"
-
-
-@contextlib.contextmanager
-def _local_envs():
-    before = InternalFlag.REMOTE_ENV
-    InternalFlag.REMOTE_ENV = False
-    try:
-        yield
-    finally:
-        InternalFlag.REMOTE_ENV = before
 
 
 def _eval_env_group(engine: Any, num_envs: int) -> Any:
@@ -28,9 +15,8 @@ def _eval_env_group(engine: Any, num_envs: int) -> Any:
         from rlightning.env.builder import build_env_group
 
         env_cfg = engine.config.env.model_copy(update={"num_workers": 1, "num_envs": num_envs})
-        with _local_envs():
-            group = build_env_group(env_cfg)
-            group.init()
+        group = build_env_group(env_cfg, remote=False)  # local, whatever the training env group's placement
+        group.init()
         setattr(engine, _ATTR, group)
     return group
 

@@ -9,8 +9,9 @@
     group.stats(); group.close()
 
 Workers are built by `init()`: in this process, or as Ray actors (one per
-worker, ``num_cpus`` / ``num_gpus`` from the `EnvConfig`) when
-``InternalFlag.REMOTE_ENV`` is set. Every call goes through the call layer
+worker, ``num_cpus`` / ``num_gpus`` from the `EnvConfig`) when the group's
+``remote`` / ``placement`` says so (neither given: ``InternalFlag.REMOTE_ENV``
+when `init` runs). Every call goes through the call layer
 (`WorkerHandle`, `resolve`, `wait_any`), so one code path serves both, and
 `step` issues every worker call before resolving them all with one `resolve`.
 
@@ -34,9 +35,9 @@ from rlightning.env.worker_slot import WorkerSlot, build_slots, is_actor_death
 from rlightning.types import BatchedData, EnvMeta, is_object_ref
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
+from rlightning.utils.placement import Placement, check_placement_args, resolve_placement
 from rlightning.utils.ray.handle import resolve, resolve_one, wait_any
 from rlightning.utils.registry import closest
-from rlightning.utils.utils import InternalFlag
 
 logger = get_logger(__name__)
 
@@ -49,6 +50,9 @@ class EnvGroup(GroupInference):
             indices ``0..N-1`` in this order and ids ``f"{name}-{index}"``.
         preprocess_fn: `PolicyResponse` -> action, one for all workers or one per worker
             (None: `default_env_preprocess_fn`).
+        remote: Ray actors (True) or in this process (False); None: as ``placement`` says.
+        placement: The run's `Placement` (its ``remote_env``; its actors' ``RLIGHTNING_*`` variables);
+            None with ``remote`` None: as ``InternalFlag.REMOTE_ENV`` says when `init` runs.
 
     Raises:
         ValueError: an empty config list, ``num_envs < 1``, or a preprocess list of the wrong length.
@@ -60,7 +64,12 @@ class EnvGroup(GroupInference):
         self,
         env_cfg_list: Union[List[EnvConfig], EnvConfig],
         preprocess_fn: Optional[Union[Callable, List[Callable]]] = default_env_preprocess_fn,
+        *,
+        remote: Optional[bool] = None,
+        placement: Optional[Placement] = None,
     ) -> None:
+        check_placement_args(remote, placement)  # InternalFlag is read when init() runs
+        self._placement_args = (remote, placement)
         self._slots: List[WorkerSlot] = build_slots(env_cfg_list, preprocess_fn)
         self._by_id: Dict[str, WorkerSlot] = {slot.env_id: slot for slot in self._slots}
         self._metas: List[EnvMeta] = []
@@ -121,7 +130,10 @@ class EnvGroup(GroupInference):
     # ------------------------------------------------------------------ lifecycle
 
     def init(self) -> List[EnvMeta]:
-        """Build the workers (Ray actors when ``InternalFlag.REMOTE_ENV``) and return their `EnvMeta`.
+        """Build the workers and return their `EnvMeta`.
+
+        Workers are Ray actors as the group's ``remote`` / ``placement`` say (neither given:
+        ``InternalFlag.REMOTE_ENV`` now).
 
         Calling it again on an initialised group returns the same metadata.
 
@@ -131,12 +143,13 @@ class EnvGroup(GroupInference):
         """
         if self._initialized:
             return list(self._metas)
-        remote = bool(InternalFlag.REMOTE_ENV)
+        placement = resolve_placement("env", *self._placement_args)
+        remote = placement.remote_env
         for slot in self._slots:
             slot.prepare()
         try:
             for slot in self._slots:
-                slot.launch(remote)
+                slot.launch(remote, env_vars=placement.env_vars())
             metas = resolve([slot.handle.submit("get_metadata") for slot in self._slots])
         except BaseException:
             self._shutdown_workers()

@@ -64,6 +64,7 @@ class WorkerSlot:
     restarts: int = 0
     inflight: bool = False
     extra_kwargs: Dict[str, Any] = field(default_factory=dict)
+    env_vars: Optional[Dict[str, str]] = None
 
     def __post_init__(self) -> None:
         self.env_id = make_env_id(self.config.name, self.index)
@@ -73,15 +74,21 @@ class WorkerSlot:
         """Driver-side checks and extra constructor arguments (``env_cls.prepare``)."""
         self.extra_kwargs = dict(self.env_cls.prepare(self.config) or {})
 
-    def launch(self, remote: bool) -> WorkerHandle:
-        """Build the worker, as a Ray actor when ``remote``."""
+    def launch(self, remote: bool, env_vars: Optional[Dict[str, str]] = None) -> WorkerHandle:
+        """Build the worker, as a Ray actor when ``remote``.
+
+        ``env_vars`` (the run's placement, `Placement.env_vars`) go to the actor and are kept for relaunches;
+        none ever given: the process's `InternalFlag` variables.
+        """
+        if env_vars is not None:
+            self.env_vars = dict(env_vars)
         kwargs = dict(worker_index=self.index, preprocess_fn=self.preprocess_fn, **self.extra_kwargs)
         if remote:
             options = {
                 "num_cpus": self.config.num_cpus,
                 "num_gpus": self.config.num_gpus,
                 "name": f"env-{self.env_id}-{uuid.uuid4().hex[:8]}",
-                "runtime_env": {"env_vars": InternalFlag.get_env_vars()},
+                "runtime_env": {"env_vars": self.env_vars or InternalFlag.get_env_vars()},
             }
             worker = launch_ray_actor(self.env_cls, self.config, options=options, **kwargs)
         else:
