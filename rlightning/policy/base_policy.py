@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import warnings
 from enum import StrEnum
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -38,6 +38,15 @@ from rlightning.utils.logger import get_logger
 from rlightning.utils.utils import set_worker_threads
 
 logger = get_logger(__name__)
+
+
+def _is_config_of(config: Any, config_cls: type) -> bool:
+    """``isinstance`` that also accepts a same-named class: a notebook's config class shipped to a Ray
+    worker by value may arrive as a second copy of itself."""
+    if isinstance(config, config_cls):
+        return True
+    name = (config_cls.__module__, config_cls.__qualname__)
+    return any((c.__module__, c.__qualname__) == name for c in type(config).__mro__)
 
 
 class PolicyRole(StrEnum):
@@ -66,9 +75,19 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
     sync_module_names: Optional[Sequence[str]] = None
     """Modules an eval worker needs (sent by weight sync); None means every registered module."""
 
+    config_cls: ClassVar[type] = PolicyConfig
+    """The config class of this policy's ``policy.type`` (a `PolicyConfig` subclass with the algorithm's
+    hyperparameters); ``PolicyConfig(type=...)`` and a ``policy:`` section build it. Default: the shared one."""
+
     def __init__(self, config: PolicyConfig, role_type: PolicyRole = PolicyRole.TRAIN, worker_index: int = 0) -> None:
         if not isinstance(config, PolicyConfig):
             raise TypeError(f"{type(self).__name__}(config=...) needs a PolicyConfig, got {type(config).__name__}")
+        if not _is_config_of(config, type(self).config_cls):
+            want = type(self).config_cls.__name__
+            raise TypeError(
+                f"{type(self).__name__}(config=...) needs a {want} (its config_cls), got {type(config).__name__} "
+                f"for policy.type {config.type!r}; build it with PolicyConfig(type=<this policy's name>, ...)"
+            )
         try:
             role = PolicyRole(role_type)
         except ValueError:
