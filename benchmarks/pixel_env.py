@@ -40,12 +40,12 @@ class SyntheticPixels(gym.Env):
         if self._bank is None or seed is not None:
             self._bank = self.np_random.integers(0, 256, size=(BANK, *SHAPE), dtype=np.uint8)
         self._t = 0
-        return self._bank[0], {}
+        return self._bank[0].copy(), {}
 
     def step(self, action):
         self._t += 1
         terminated = bool(self.np_random.random() < self.end_prob)
-        return self._bank[self._t % BANK], float(int(action) == 0), terminated, False, {}
+        return self._bank[self._t % BANK].copy(), float(int(action) == 0), terminated, False, {}
 
 
 def register() -> str:

@@ -21,8 +21,9 @@ from pydantic import Field
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp, mlp_forward
+from rlightning.policy.algorithms.networks import action_kind, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy
+from rlightning.policy.networks import build_encoder
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -103,7 +104,8 @@ class PPOPolicy(BasePolicy):
         act_space = env_meta.action_space
         self.kind = action_kind(act_space, "ppo", ("discrete", "continuous"))
         self.encoder = self.register_module(
-            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="ppo")
+            "encoder",
+            build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="ppo"),
         )
         dim = self.encoder.dim
         if self.kind == "discrete":

@@ -91,6 +91,7 @@ class _ImageEncoder(nn.Module):
         self.obs_shape = tuple(int(s) for s in obs_shape)
         self.channels, self.height, self.width, self.channels_last = image_layout(self.obs_shape, channels_last)
         self.scale = scale  # None: scale integer inputs only
+        self.normalize = False  # frames are scaled, not normalised with running statistics
 
     def _prepare(self, obs: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, ...]]:
         if not isinstance(obs, torch.Tensor):
