@@ -24,7 +24,9 @@ buffer, so they are never stored as complete), and the restart (and the env
 error) is counted in `stats`. Past the limit `EnvWorkerError` names the env
 id, the counts and the original exception. The caller's own bugs (a wrong
 `PolicyResponse`, an action outside the space) are raised at once, never
-retried (see `rlightning.env.errors`).
+retried (see `rlightning.env.errors`). The restart path is `WorkerRecovery`
+(`rlightning.env.recovery`); a gymnasium worker rebuilds its env in place
+(``GymnasiumEnv.recreate_env``), keeping its actor and policy copy.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from rlightning.env.errors import EnvWorkerError, classify_env_failure, original_error
+from rlightning.env.errors import EnvWorkerError
 from rlightning.env.inference import GroupInference
+from rlightning.env.recovery import WorkerRecovery
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.env.worker_slot import WorkerSlot, build_slots
@@ -74,12 +77,11 @@ class EnvGroup(GroupInference):
         self._initialized = False
         self._remote = False
         self._inflight: Dict[Any, WorkerSlot] = {}
-        self._restarted: List[str] = []
         self._last_seed: Optional[int] = None
         self._stats = GroupStats(self.env_ids)
         self._total_envs = sum(slot.num_envs for slot in self._slots)
-        self._gone = False  # a worker died for good (max_restarts reached)
         self._init_inference()
+        self._recovery = WorkerRecovery(self._stats, self._seed_for, self._reattach_policy)
 
     # ------------------------------------------------------------------ properties
 
@@ -158,7 +160,8 @@ class EnvGroup(GroupInference):
             slot.meta = meta
         self._metas = list(metas)
         self._remote = remote
-        self._gone = False
+        self._recovery.remote = remote
+        self._recovery.gone = False
         self._initialized = True
         logger.info("env group ready: %d workers, %d envs, %s", self.num_workers, self.num_envs, self._where())
         return list(self._metas)
@@ -354,8 +357,7 @@ class EnvGroup(GroupInference):
     def pop_restarted_env_ids(self) -> List[str]:
         """Env ids whose worker was recreated (died or raised) since the last call (the engine truncates their
         episodes in flight)."""
-        out, self._restarted = self._restarted, []
-        return out
+        return self._recovery.pop_restarted()
 
     def stats(self) -> Dict[str, Any]:
         """Plain snapshot: env steps, env steps/s, recent episode returns and lengths, restarts and env errors
@@ -394,7 +396,7 @@ class EnvGroup(GroupInference):
             near = closest(str(bad), self.env_ids)
             hint = f" Did you mean {near[0]!r}?" if near else ""
             raise KeyError(f"unknown env id {bad!r}.{hint} This group's env ids: {', '.join(self.env_ids)}") from None
-        if self._inflight or self._gone:
+        if self._inflight or self._recovery.gone:
             for slot in slots:
                 self._require_init([slot])
                 if slot.inflight:
@@ -416,121 +418,17 @@ class EnvGroup(GroupInference):
         replaced: Optional[Dict[int, Any]] = None,
         method: str = "step",
     ) -> List[Any]:
-        """`resolve` the futures; a worker that died or whose env raised is recreated and its reset EnvRet
-        stands in (its index goes into ``replaced``). Caller errors and other failures are re-raised."""
-        try:
-            return resolve(futures)
-        except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
-            if classify_env_failure(err, self._remote) is None:
-                raise
-        out = []
-        for i, (slot, fut) in enumerate(zip(slots, futures)):
-            try:
-                out.append(resolve_one(fut))
-            except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
-                env_ret = self._recover(slot, err, method)
-                if replaced is not None:
-                    replaced[i] = env_ret
-                out.append(env_ret)
-        return out
-
-    def _recover(self, slot: WorkerSlot, err: BaseException, method: str) -> Any:
-        """Recreate ``slot`` after ``err`` from its ``method`` call and return its reset EnvRet; re-raise ``err``
-        when it is not the worker's failure (a caller error, Ray's own errors)."""
-        kind = classify_env_failure(err, self._remote)
-        if kind is None:
-            raise err
-        return self._restart(slot, err, kind=kind, method=method)
+        """`resolve` the futures, recreating a worker that died or whose env raised (`WorkerRecovery.resolve`)."""
+        return self._recovery.resolve(slots, futures, replaced=replaced, method=method)
 
     def _restart(self, slot: WorkerSlot, cause: BaseException, kind: str = "died", method: str = "step") -> Any:
-        """Recreate a worker whose actor died (``kind="died"``) or whose env raised (``"raised"``).
-
-        The worker is built again (an actor or a local object, as before), gets its policy copy and weights
-        back, and is reset; its reset EnvRet is returned. Its env id is queued for `pop_restarted_env_ids`.
-
-        Raises:
-            EnvWorkerError: the worker was already recreated ``max_restarts`` times (env id, counts and
-                the original exception named; chained from it).
-        """
-        while True:
-            if kind == "raised":
-                slot.env_errors += 1
-                self._stats.add_env_error(slot.env_id)
-            if slot.restarts >= slot.config.max_restarts:
-                if kind == "raised":
-                    slot.discard()
-                else:
-                    slot.stop()
-                self._gone = True
-                raise self._failed_for_good(slot, cause, kind, method) from cause
-            if kind == "raised":
-                orig = original_error(cause)
-                logger.warning(
-                    "env worker %s raised %s in %s: %s; recreating it (env error %d, restart %d of %d); its "
-                    "episodes in flight are dropped",
-                    slot.env_id,
-                    type(orig).__name__,
-                    method,
-                    orig,
-                    slot.env_errors,
-                    slot.restarts + 1,
-                    slot.config.max_restarts,
-                )
-                slot.discard()
-            else:
-                logger.warning("env worker %s died (%s); restarting it", slot.env_id, type(cause).__name__)
-                slot.stop()
-            slot.restarts += 1
-            self._stats.add_restart(slot.env_id)
-            self._restarted.append(slot.env_id)
-            try:
-                slot.launch(self._remote)
-                self._reattach_policy(slot)
-                return slot.handle.call("reset", seed=self._seed_for(slot))
-            except Exception as err:  # noqa: BLE001 - a relaunch that dies or raises again counts as another restart
-                kind = classify_env_failure(err, self._remote)
-                if kind is None:
-                    raise
-                cause, method = err, "reset"
-
-    @staticmethod
-    def _failed_for_good(slot: WorkerSlot, cause: BaseException, kind: str, method: str) -> EnvWorkerError:
-        limit = slot.config.max_restarts
-        hint = "raise env.max_restarts (EnvConfig.max_restarts) to allow more"
-        if kind == "died":
-            message = (
-                f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); "
-                f"max_restarts={limit} reached ({hint})"
-            )
-            return EnvWorkerError(message, slot.env_id, slot.restarts, slot.env_errors)
-        orig = original_error(cause)
-        message = (
-            f"env worker {slot.env_id} raised {type(orig).__name__} in {method}: {orig}; that is env error "
-            f"{slot.env_errors} of this worker, and it was already recreated {slot.restarts} time(s): "
-            f"max_restarts={limit} reached ({hint})"
-        )
-        return EnvWorkerError(message, slot.env_id, slot.restarts, slot.env_errors, cause=orig)
+        """Recreate a worker that died or whose env raised and return its reset EnvRet (`WorkerRecovery.restart`)."""
+        return self._recovery.restart(slot, cause, kind=kind, method=method)
 
     def _drain_inflight(self, recover: bool = False) -> None:
-        """Wait for steps in flight and drop their results.
-
-        A worker whose env raised is counted and, with ``recover``, recreated now (it is about to be reset);
-        a dead worker is dealt with on its next call.
-        """
-        if not self._inflight:
-            return
-        failed: List[Tuple[WorkerSlot, BaseException]] = []
-        for fut, slot in list(self._inflight.items()):
-            slot.inflight = False
-            try:
-                resolve_one(fut)
-            except Exception as err:  # noqa: BLE001 - dropped results; a dead worker shows up on its next call
-                logger.debug("dropped an in-flight step of %s: %r", slot.env_id, err)
-                if recover and classify_env_failure(err, self._remote) == "raised":
-                    failed.append((slot, err))
-        self._inflight.clear()
-        for slot, err in failed:
-            self._restart(slot, err, kind="raised", method="step")
+        """Wait for steps in flight and drop their results (`WorkerRecovery.drain`)."""
+        if self._inflight:
+            self._recovery.drain(self._inflight, recover=recover)
 
 
 __all__ = ["EnvGroup"]

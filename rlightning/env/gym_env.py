@@ -230,6 +230,25 @@ class GymnasiumEnv(BaseEnv):
             obs = obs.astype(self._obs_dtype)
         return EnvRet(self.env_id, obs, reward, terminated, truncated, info)
 
+    def recreate_env(self, seed: Optional[int] = None) -> EnvRet:
+        """Build the vector env again after its code raised, in this worker, and reset it.
+
+        The group calls this instead of building a new worker (a Ray actor keeps its process and its
+        policy copy). The old vector env is closed if it can be; every sub-env's episode in flight is gone.
+
+        Returns:
+            The reset `EnvRet` of the new sub-environments.
+        """
+        old, self.env = self.env, None
+        if old is not None:
+            try:
+                old.close()
+            except Exception as err:  # noqa: BLE001 - a broken env need not close cleanly
+                logger.debug("%s: closing the vector env that raised failed: %r", self.env_id, err)
+        self.env = self._make_vector_env(self.env_spec)
+        self._needs_reset = True
+        return self.reset(seed=seed)
+
     def _cast_obs(self, obs: Any) -> Any:
         if self._obs_dtype is not None and isinstance(obs, np.ndarray) and obs.dtype != self._obs_dtype:
             return obs.astype(self._obs_dtype)

@@ -98,6 +98,11 @@ class WorkerSlot:
         self.handle = None
         self.inflight = False
 
+    @property
+    def recreates_in_place(self) -> bool:
+        """True when the worker can rebuild its env itself after an env error (``recreate_env``)."""
+        return callable(getattr(self.env_cls, "recreate_env", None))
+
     def discard(self, close_timeout: float = 10.0) -> None:
         """Close the worker if it still answers (its env may hold subprocesses or a simulator), then `stop`.
 

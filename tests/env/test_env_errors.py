@@ -196,6 +196,38 @@ def test_caller_errors_are_raised_at_once_not_retried(tmp_path, request, remote)
         group.close()
 
 
+@pytest.mark.parametrize("remote", [False, pytest.param(True, marks=pytest.mark.ray)])
+def test_gymnasium_envs_are_rebuilt_in_place_other_workers_are_built_anew(tmp_path, request, remote):
+    if remote:
+        request.getfixturevalue("ray_runtime")
+        request.getfixturevalue("remote_flags")(REMOTE_ENV=True)
+    cpus = {"num_cpus": 0.25} if remote else {}
+    kwargs = {"fail_every": 2, "log_path": str(tmp_path / "raises.log")}
+    group = EnvGroup(
+        [
+            EnvConfig(name=FLAKY, num_envs=2, env_kwargs=kwargs, **cpus),
+            EnvConfig(name="flaky_counter", num_envs=2, env_kwargs={"fail_every": 2}, **cpus),
+        ]
+    )
+    try:
+        group.init()
+        gym_id, counter_id = group.env_ids
+        before = dict(group.workers)
+        rets = group.step(_act(group.reset(seed=0)))
+        np.testing.assert_array_equal(rets[1][1].observation[:, 0], [1.0, 1.0])
+        rets = group.step(_act(rets))  # the 2nd step call raises in both
+        assert sorted(group.pop_restarted_env_ids()) == sorted(group.env_ids)
+        for _, ret in rets.items():  # both stand in with a fresh reset
+            np.testing.assert_array_equal(ret.observation[:, 0], [0.0, 0.0])
+        assert group.workers[gym_id] is before[gym_id]  # the same worker, its env rebuilt
+        assert group.workers[counter_id] is not before[counter_id]  # a new worker
+        assert group.stats()["env_errors"] == {gym_id: 1, counter_id: 1}
+        rets = group.step(_act(rets))
+        np.testing.assert_array_equal(rets[1][1].observation[:, 0], [1.0, 1.0])
+    finally:
+        group.close()
+
+
 def test_an_env_error_of_a_step_in_flight_is_counted_when_the_group_resets(tmp_path):
     group = _group(tmp_path, max_restarts=3, fail_every=1)
     try:

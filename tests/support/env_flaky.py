@@ -7,6 +7,9 @@ instance raises ``RuntimeError`` on its ``fail_every``-th ``step`` call (0:
 never), and its ``reset`` raises while fewer than ``fail_resets`` resets have
 raised in the run. Each raise appends a line to ``log_path``: the tests count
 raises over processes (Ray actors) from that file.
+
+``FlakyCounterEnv`` (``ENVS["flaky_counter"]``): a `BaseEnv` that raises every
+few steps and, unlike the gymnasium backend, cannot rebuild its env in place.
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ from typing import Any, Dict, Optional
 
 import gymnasium as gym
 import numpy as np
+
+from rlightning.env import BaseEnv
+from rlightning.types import EnvMeta, EnvRet
+from rlightning.utils.config import EnvConfig
+from rlightning.utils.registry import ENVS
 
 
 def count_lines(path: Any, prefix: str = "") -> int:
@@ -73,3 +81,44 @@ class FlakyEnv(gym.Env):
 
 
 gym.register(id="Flaky-v0", entry_point=FlakyEnv)
+
+
+@ENVS.register("flaky_counter", override=True)
+class FlakyCounterEnv(BaseEnv):
+    """A `BaseEnv` without ``recreate_env`` (an env error makes the group build a new worker).
+
+    Observation: each row's step count since the reset; reward 1; episodes never end. ``step`` raises
+    ``RuntimeError`` on every ``env_kwargs["fail_every"]``-th call of this worker (0: never).
+    """
+
+    def __init__(self, config: EnvConfig, worker_index: int = 0, preprocess_fn: Any = None) -> None:
+        super().__init__(config, worker_index=worker_index, preprocess_fn=preprocess_fn)
+        self.fail_every = int(config.env_kwargs.get("fail_every", 0))
+        self.action_space = gym.spaces.Discrete(2)
+        self.observation_space = gym.spaces.Box(0.0, np.inf, (1,), dtype=np.float32)
+        self.t = np.zeros(self.num_envs, dtype=np.float32)
+        self.calls = 0
+
+    def _ret(self, reward: np.ndarray) -> EnvRet:
+        flags = np.zeros(self.num_envs, dtype=bool)
+        ep_return, ep_length = self.episodes.update(reward, flags)
+        info = {"episode_return": ep_return, "episode_length": ep_length}
+        return EnvRet(self.env_id, self.t[:, None].copy(), reward, flags, flags.copy(), info)
+
+    def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> EnvRet:
+        self.t[:] = 0
+        ep_return, ep_length = self.episodes.reset()
+        zeros = np.zeros(self.num_envs, dtype=bool)
+        info = {"episode_return": ep_return, "episode_length": ep_length}
+        return EnvRet(self.env_id, self.t[:, None].copy(), np.zeros(self.num_envs, np.float32), zeros, zeros, info)
+
+    def step(self, policy_resp: Any) -> EnvRet:
+        self.check_policy_resp(policy_resp)
+        self.calls += 1
+        if self.fail_every and self.calls % self.fail_every == 0:
+            raise RuntimeError(f"counter crashed at step call {self.calls}")
+        self.t += 1
+        return self._ret(np.ones(self.num_envs, dtype=np.float32))
+
+    def get_metadata(self) -> EnvMeta:
+        return EnvMeta(self.env_id, self.action_space, self.observation_space, self.num_envs)
