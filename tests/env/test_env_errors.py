@@ -95,6 +95,18 @@ def test_a_ray_env_worker_that_raises_is_recreated_and_training_goes_on(tmp_path
         assert copies == {checksum}
 
 
+def test_past_max_restarts_the_run_stops_naming_the_env(tmp_path, build):
+    engine, log = _flaky_run(tmp_path, build, IN_EVAL_WORKERS, 3, "env.max_restarts=2")
+    with pytest.raises(
+        EnvWorkerError,
+        match=r"env worker tests\.support\.env_flaky\.Flaky-v0-\d raised RuntimeError in step: simulator crashed at "
+        r"step call 3; that is env error 3 of this worker, and it was already recreated 2 time\(s\): max_restarts=2",
+    ) as info:
+        engine.step()
+    assert info.value.env_id in engine.env_ids and isinstance(info.value.__cause__, RuntimeError)
+    assert engine.iteration == 0 and engine.phase == "idle"
+
+
 def _group(tmp_path, max_restarts=2, num_envs=1, remote=False, **kwargs):
     kwargs.setdefault("log_path", str(tmp_path / "raises.log"))
     cpus = {"num_cpus": 0.25} if remote else {}
@@ -240,6 +252,82 @@ def test_an_env_error_of_a_step_in_flight_is_counted_when_the_group_resets(tmp_p
         group.step_async(_act(rets))
         out = group.collect_async()  # an error collected: the recreated worker's reset EnvRet stands in
         assert list(out.ids()) == group.env_ids and group.stats()["total_env_errors"] == 2
+    finally:
+        group.close()
+
+
+def _ppo_group(configs, weights_version=None):
+    from rlightning.policy.algorithms.ppo import PPOPolicy
+    from rlightning.utils.config import PolicyConfig
+
+    group = EnvGroup(configs)
+    metas = group.init()
+    policy_cfg = PolicyConfig(type="ppo", hidden_sizes=[8])
+    group.attach_policy(PPOPolicy, policy_cfg, metas[0], seed=0)
+    train = None
+    if weights_version is not None:
+        from rlightning.policy.base_policy import PolicyRole
+
+        train = PPOPolicy(policy_cfg, PolicyRole.TRAIN)
+        train.setup(metas[0], 3)
+        group.load_policy_weights(train.get_weights(), weight_version=weights_version)
+    return group, train
+
+
+def test_a_rollout_cut_by_an_env_error_keeps_the_steps_before_it(tmp_path):
+    log = str(tmp_path / "raises.log")
+    group, _ = _ppo_group(
+        [
+            EnvConfig(name=FLAKY, num_envs=2, env_kwargs={"fail_every": 4, "log_path": log}),
+            EnvConfig(name=FLAKY, num_envs=2, env_kwargs={"log_path": log}),
+        ]
+    )
+    try:
+        flaky, steady = group.env_ids
+        chunks = dict(group.collect_rollouts(group.reset(seed=0), num_steps=6))
+        cut = chunks[flaky]
+        assert cut.num_steps == 3 and isinstance(cut.error, RuntimeError)  # the 4th step call raised
+        assert "simulator crashed at step call 4" in str(cut.error)
+        assert [r.observation[0, 0] for r in cut.env_rets] == [0.0, 1.0, 2.0]
+        np.testing.assert_array_equal(cut.last.observation[:, 0], [0.0, 0.0])  # the rebuilt env's reset
+        assert chunks[steady].num_steps == 6 and chunks[steady].error is None
+        assert group.pop_restarted_env_ids() == [flaky] and group.stats()["env_errors"][flaky] == 1
+        assert group.stats()["env_steps"] == 3 * 2 + 6 * 2
+        again = dict(group.collect_rollouts(BatchedData(group.env_ids, [c.last for c in chunks.values()]), 2))
+        assert again[flaky].num_steps == 2 and again[flaky].env_rets[0] is cut.last
+    finally:
+        group.close()
+
+
+def test_a_worker_built_anew_gets_its_policy_copy_and_weights_back():
+    group, train = _ppo_group(
+        [EnvConfig(name="flaky_counter", num_envs=2, env_kwargs={"fail_every": 3})], weights_version=7
+    )
+    try:
+        (env_id,) = group.env_ids
+        old = group.workers[env_id]
+        ((_, chunk),) = list(group.collect_rollouts(group.reset(seed=0), num_steps=5))
+        assert chunk.num_steps == 2 and isinstance(chunk.error, RuntimeError)
+        new = group.workers[env_id]
+        assert new is not old and new.policy_weights_checksum() == train.weights_checksum()
+        ((_, chunk),) = list(group.collect_rollouts(BatchedData([env_id], [chunk.last]), num_steps=2))
+        assert chunk.error is None and {int(r.weight_version) for r in chunk.policy_resps} == {7}
+    finally:
+        group.close()
+
+
+def test_a_failing_policy_copy_is_raised_not_retried(tmp_path, monkeypatch):
+    group, _ = _ppo_group([EnvConfig(name=FLAKY, num_envs=2, env_kwargs={"log_path": str(tmp_path / "r.log")})])
+    try:
+        worker = group.workers[group.env_ids[0]]
+
+        def broken(env_rets):
+            raise RuntimeError("the network produced NaN")
+
+        monkeypatch.setattr(worker._policy, "rollout_batch", broken)
+        with pytest.raises(RuntimeError, match="the network produced NaN"):
+            list(group.collect_rollouts(group.reset(seed=0), num_steps=3))
+        assert group.stats()["total_restarts"] == 0 and group.workers[group.env_ids[0]] is worker
     finally:
         group.close()
 
