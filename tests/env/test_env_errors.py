@@ -227,9 +227,9 @@ def test_gymnasium_envs_are_rebuilt_in_place_other_workers_are_built_anew(tmp_pa
         before = dict(group.workers)
         rets = group.step(_act(group.reset(seed=0)))
         np.testing.assert_array_equal(rets[1][1].observation[:, 0], [1.0, 1.0])
-        rets = group.step(_act(rets))  # the 2nd step call raises in both
+        rets = group.step(_act(rets), return_refs=remote)  # the 2nd step call raises in both
         assert sorted(group.pop_restarted_env_ids()) == sorted(group.env_ids)
-        for _, ret in rets.items():  # both stand in with a fresh reset
+        for _, ret in rets.items():  # both stand in with a fresh reset (values, also where refs were asked for)
             np.testing.assert_array_equal(ret.observation[:, 0], [0.0, 0.0])
         assert group.workers[gym_id] is before[gym_id]  # the same worker, its env rebuilt
         assert group.workers[counter_id] is not before[counter_id]  # a new worker
