@@ -349,8 +349,10 @@ class EnvGroup(GroupInference):
         env_rets = self.reset(seed=seed, options=options)
         try:
             yield env_rets
-        finally:
-            self._drain_inflight(recover=True)
+        except BaseException:
+            self._drain_inflight()  # the body's exception is the one raised
+            raise
+        self._drain_inflight(recover=True)
 
     # ------------------------------------------------------------------ faults and stats
 
