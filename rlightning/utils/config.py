@@ -176,7 +176,7 @@ class EnvConfig(_Config):
     num_gpus: float = Field(0.0, ge=0)
     """GPUs reserved by each remote env worker."""
     max_restarts: int = Field(3, ge=0)
-    """How many times a dead env actor is restarted before the group gives up."""
+    """How many times an env worker is recreated (its actor died, or its env raised) before the run stops."""
     out_of_bounds_action: Literal["pass", "clip", "raise"] = "pass"
     """Box actions outside the bounds: passed to the env unchanged (most envs clip), clipped here, or rejected."""
 
