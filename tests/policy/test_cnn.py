@@ -113,3 +113,50 @@ def test_build_encoder_picks_from_the_space():
         build_encoder(spaces.Box(0, 255, (84, 84, 4), np.uint8), cnn="resnet")
     with pytest.raises(ValueError, match="observation normalisation is for vector observations"):
         build_encoder(spaces.Box(0, 255, (84, 84, 4), np.uint8), normalize=True)
+
+
+def test_ppo_acts_and_trains_on_uint8_frames_with_the_cnn():
+    from tensordict import TensorDict
+
+    from rlightning.policy.algorithms.ppo import PPOPolicy
+    from rlightning.policy.base_policy import PolicyRole
+    from rlightning.types import EnvMeta
+    from rlightning.utils.config import PolicyConfig
+
+    space = spaces.Box(0, 255, (10, 10, 4), np.uint8)
+    meta = EnvMeta("pix-0", spaces.Discrete(3), space, 8)
+    policy = PPOPolicy(PolicyConfig(type="ppo", cnn="impala", hidden_sizes=[16], num_minibatches=2), PolicyRole.TRAIN)
+    policy.setup(meta, seed=0)
+    assert isinstance(policy.encoder, ImpalaCNN)
+    frames = _frames((10, 10, 4), n=8).numpy()
+    out = policy.compute_actions(frames)
+    assert out["action"].shape == (8,) and out["value"].shape == (8,)
+    n = 16
+    data = TensorDict(
+        {
+            "obs": _frames((10, 10, 4), n=n, seed=1),
+            "action": torch.as_tensor(np.resize(out["action"], n)),
+            "log_prob": torch.full((n,), -1.1),
+            "value": torch.zeros(n),
+            "advantage": torch.linspace(-1, 1, n),
+            "return": torch.linspace(-1, 1, n),
+        },
+        batch_size=[n],
+    )
+    before = {k: v.clone() for k, v in policy.encoder.state_dict().items()}
+    policy.update_dataset(data)
+    metrics = policy.train()
+    assert np.isfinite(metrics["policy_loss"])
+    assert any(not torch.equal(before[k], v) for k, v in policy.encoder.state_dict().items())  # the CNN learns
+
+
+def test_ppo_rejects_obs_normalisation_for_frames():
+    from rlightning.policy.algorithms.ppo import PPOPolicy
+    from rlightning.policy.base_policy import PolicyRole
+    from rlightning.types import EnvMeta
+    from rlightning.utils.config import PolicyConfig
+
+    meta = EnvMeta("pix-0", spaces.Discrete(3), spaces.Box(0, 255, (84, 84, 4), np.uint8), 1)
+    policy = PPOPolicy(PolicyConfig(type="ppo", norm_obs=True), PolicyRole.TRAIN)
+    with pytest.raises(ValueError, match="observation normalisation is for vector observations"):
+        policy.setup(meta, seed=0)
