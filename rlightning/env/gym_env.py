@@ -39,6 +39,7 @@ from rlightning.env.errors import caller_error
 from rlightning.env.utils.single import SingleEnvVector
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
+from rlightning.env.wrappers import apply_wrappers, resolve_wrappers
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
@@ -138,11 +139,18 @@ class GymnasiumEnv(BaseEnv):
         if cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = cfg.max_episode_steps
         mode = cfg.vectorization_mode
+        wrappers = resolve_wrappers(cfg.wrappers)
         if mode == "auto" and self.num_envs == 1:
             self._mode = "single"
-            return SingleEnvVector(gym.make(spec, **kwargs))
+            return SingleEnvVector(apply_wrappers(gym.make(spec, **kwargs), wrappers))
+        if mode == "vector_entry_point" and wrappers:
+            raise ValueError(
+                f"env {self.env_id}: env.wrappers wrap each sub-env, which vectorization_mode='vector_entry_point' "
+                "does not have; use 'auto', 'sync' or 'async'"
+            )
         if mode == "auto":
-            mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
+            has_own = spec.vector_entry_point is not None and not wrappers
+            mode = "vector_entry_point" if has_own else "sync"
             if mode == "vector_entry_point":
                 env = gym.make_vec(spec, num_envs=self.num_envs, vectorization_mode=mode, **kwargs)
                 if env.metadata.get("autoreset_mode") == AutoresetMode.NEXT_STEP:
@@ -173,6 +181,7 @@ class GymnasiumEnv(BaseEnv):
             num_envs=self.num_envs,
             vectorization_mode=mode,
             vector_kwargs={"autoreset_mode": AutoresetMode.NEXT_STEP},
+            wrappers=[w.wrap for w in wrappers] or None,
             **kwargs,
         )
 
