@@ -36,6 +36,7 @@ from gymnasium.vector import AutoresetMode
 
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error
+from rlightning.env.suites import check_suite_installed, ensure_suite
 from rlightning.env.utils.single import SingleEnvVector
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -68,11 +69,16 @@ def resolve_env_spec(name: str) -> EnvSpec:
     Raises:
         KeyError: no such id or entry point; the message lists the closest registered names
             from gymnasium's registry and ``ENVS``.
+        MissingSuiteError: an env of a suite (Atari, MinAtar, MiniGrid, MuJoCo, Box2D) whose package is
+            not installed; the message names the extra to install.
     """
     if not isinstance(name, str) or not name:
         raise KeyError(f"env id must be a non-empty string, got {name!r}")
+    ensure_suite(name)
     if name in gym.registry:
-        return gym.spec(name)
+        spec = gym.spec(name)
+        check_suite_installed(spec)
+        return spec
     if ":" not in name:
         raise _unknown_env_error(name)
     module_name, attr = name.split(":", 1)
