@@ -126,8 +126,11 @@ class RolloutWorker:
 
     def step(self, policy_resp: PolicyResponse) -> EnvRet:
         """Step the env with ``policy_resp`` and return its `EnvRet` (the per-step layout)."""
+        previous = self._current
         env_ret = self.env.step(policy_resp)
         self._current = env_ret
+        if previous is not None:  # a row done before this step starts its next episode on it
+            self._episode_ids.assign(~start_done_flags(previous)[:, None])
         return env_ret
 
     def step_report(self, policy_resp: PolicyResponse) -> Tuple[EnvRet, Tuple[List[float], List[int]]]:

@@ -21,7 +21,7 @@ from rlightning.utils.config import MainConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.registry import BUFFERS, ENGINE, POLICIES
 from rlightning.utils.utils import InternalFlag
-from rlightning.utils.validate import validate_config
+from rlightning.utils.validate import acting_cluster, validate_config
 
 logger = get_logger(__name__)
 
@@ -83,7 +83,8 @@ def build_run(config: MainConfig, **buffer_fns: Any) -> RunParts:
     try:
         env_group = build_env_group(config.env)
         built.append(env_group)
-        policy_group = build_policy_group(config.policy.type, config.policy, config.cluster, backend=_backend(config))
+        cluster = acting_cluster(config)  # env workers that act need no eval worker
+        policy_group = build_policy_group(config.policy.type, config.policy, cluster, backend=_backend(config))
         built.append(policy_group)
         buffer = build_data_buffer(config.buffer.type, config.buffer, **fns)
         built.append(buffer)

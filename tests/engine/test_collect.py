@@ -38,16 +38,12 @@ def test_env_worker_copies_follow_every_weight_sync(tmp_path, build):
     assert metrics["env_steps"] == 32 * 8
     after = train.call("weights_checksum")
     assert after != before and set(_copies_checksums(engine).values()) == {after}
-    versions = {int(r.weight_version) for r in _one_chunk(engine).policy_resps}
+    versions = {r.weight_version for _, r in engine.env_group.collect_rollouts(1)}
     assert versions == {engine.policy_group.weight_version}
     rec = engine.timing.records[0]
     for key in ("rollout", "train", "sync_weights", "env_step", "inference", "buffer_add"):
         assert rec[key] > 0, key
     assert np.isfinite(metrics["policy_loss"])
-
-
-def _one_chunk(engine):
-    return next(iter(engine.env_group.collect_rollouts(engine._env_rets, 1)))[1]
 
 
 @pytest.mark.ray
@@ -95,9 +91,8 @@ def test_a_ray_train_workers_weights_reach_the_copies_without_a_copy_through_the
     engine.step()
     checksum = engine.policy_group.train_workers[0].call("weights_checksum")
     assert set(_copies_checksums(engine).values()) == {checksum}
-    stored, version = engine.env_group._policy_weights
-    assert version == engine.policy_group.weight_version
-    assert is_object_ref(stored) == remote_env  # Ray env workers read the train actor's object; local ones a dict
+    assert engine.env_weight_sync.effective == "object_store"  # the train actor's object, read by every copy
+    assert engine.env_weight_sync.version == engine.policy_group.weight_version
     assert dict not in puts, f"weights were put again from the driver: {puts}"
 
 

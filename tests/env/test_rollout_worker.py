@@ -1,64 +1,107 @@
-"""Tests of rlightning/env/inference.py: env workers acting with their own policy copy (local workers)."""
+"""Tests of rlightning/env/rollout_worker.py and acting.py: env workers acting with their own policy copy."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import torch
 
-from rlightning.env import EnvGroup
+from rlightning.env import EnvGroup, GymnasiumEnv, RolloutWorker
+from rlightning.env.utils.episodes import EpisodeIds
 from rlightning.policy.algorithms.ppo import PPOPolicy
 from rlightning.policy.base_policy import PolicyRole
-from rlightning.types import BatchedData
+from rlightning.types import PolicyResponse, validate_record
 from rlightning.utils.config import EnvConfig, PolicyConfig
+
+SMALL = PolicyConfig(type="ppo", hidden_sizes=[16])
 
 
 @pytest.fixture
 def group():
     g = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=3), EnvConfig(name="CartPole-v1", num_envs=2)])
     metas = g.init()
-    g.attach_policy(PPOPolicy, PolicyConfig(type="ppo", hidden_sizes=[16]), metas[0], seed=0)
+    g.attach_policy(PPOPolicy, SMALL, metas[0], seed=0)
     yield g
     g.close()
 
 
 def _trained_weights(meta, version_seed=3):
-    import torch
-
     torch.manual_seed(version_seed)
-    train = PPOPolicy(PolicyConfig(type="ppo", hidden_sizes=[16]), PolicyRole.TRAIN)
+    train = PPOPolicy(SMALL, PolicyRole.TRAIN)
     train.setup(meta)
     return train
 
 
-def test_a_rollout_is_one_chain_of_steps_per_worker(group):
-    batch = group.reset(seed=5)
-    start = dict(batch.items())
-    chunks = dict(group.collect_rollouts(batch, num_steps=6))
-    assert sorted(chunks) == sorted(group.env_ids)
-    for env_id, chunk in chunks.items():
-        assert chunk.num_steps == 6 and len(chunk.policy_resps) == 6
-        assert chunk.env_rets[0] is start[env_id]
-        n = start[env_id].observation.shape[0]
-        for resp in chunk.policy_resps:
-            assert resp.env_id == env_id and resp.action.shape == (n,) and set(resp.action.tolist()) <= {0, 1}
-            assert {"log_prob", "value"} <= set(vars(resp))
-        assert chunk.last.env_id == env_id and chunk.inference_s > 0 and chunk.env_step_s > 0
-    # The group counts the steps and the episode reports of every EnvRet the workers produced.
-    assert group.stats()["env_steps"] == 6 * 5
+def test_a_rollout_is_one_record_per_worker(group):
+    group.reset(seed=5)
+    results = dict(group.collect_rollouts(num_steps=40))
+    assert list(results) == group.env_ids
+    for env_id, res in results.items():
+        n = 3 if env_id.endswith("-0") else 2
+        td = res.record
+        assert tuple(td.batch_size) == (n, 40) and res.num_steps == 40 and res.num_envs == n
+        validate_record(td, num_envs=n, observation_space=group.env_metas[0].observation_space, require_env_id=True)
+        assert td.get_non_tensor("env_id") == env_id
+        assert {"log_prob", "value", "action", "episode_id", "valid"} <= set(td.keys())
+        assert set(td["action"].unique().tolist()) <= {0, 1}
+        # next.obs of step t is obs of step t+1, and both are views of one array: one copy per observation.
+        assert torch.equal(td["next", "obs"][:, :-1], td["obs"][:, 1:])
+        assert td["obs"].untyped_storage().data_ptr() == td["next", "obs"].untyped_storage().data_ptr()
+        assert torch.equal(td["next", "done"], td["next", "terminated"] | td["next", "truncated"])
+        # NEXT_STEP autoreset: the step after a done row is not valid and starts the row's next episode.
+        done = td["next", "done"]
+        assert torch.equal(~td["valid"][:, 1:], done[:, :-1])
+        ids = td["episode_id"]
+        assert torch.equal(ids[:, 1:] != ids[:, :-1], ~td["valid"][:, 1:])
+        assert res.inference_s > 0 and res.env_step_s > 0 and res.weight_version == 0
+        assert len(res.episode_returns) == int(done.sum())
+    assert group.stats()["env_steps"] == 40 * 5
+    all_ids = torch.cat([r.record["episode_id"].flatten() for r in results.values()])
+    first = results[group.env_ids[0]].record["episode_id"]
+    assert len(set(first.flatten().tolist())) == 3 + int((~results[group.env_ids[0]].record["valid"]).sum())
+    assert all_ids.min() == 0
 
 
-def test_worker_replays_the_same_steps_as_the_env_stepped_by_hand(group):
-    """A chunk's EnvRets are what the worker's own step() returns for the chunk's responses."""
-    from rlightning.env import GymnasiumEnv
+def test_a_rollout_continues_where_the_last_call_left_off(group):
+    group.reset(seed=1)
+    first = dict(group.collect_rollouts(7))
+    between = group.step(_zero_actions(group))  # the per-step API moves the same worker on
+    second = dict(group.collect_rollouts(5))
+    for env_id, ret in between.items():
+        a, b = first[env_id].record, second[env_id].record
+        np.testing.assert_array_equal(b["obs"][:, 0].numpy(), ret.observation)
+        # A row that was not done at either step is still in the same episode.
+        same = ~a["next", "done"][:, -1] & ~torch.from_numpy(ret.last_terminated | ret.last_truncated)
+        assert torch.equal(a["episode_id"][:, -1][same], b["episode_id"][:, 0][same])
+        assert bool((b["episode_id"][:, 0][~same] > a["episode_id"].max()).all())
+    group.reset(seed=1)
+    again = dict(group.collect_rollouts(7))
+    for env_id in group.env_ids:  # the same seed gives the same observations at reset
+        assert torch.equal(first[env_id].record["obs"][:, 0], again[env_id].record["obs"][:, 0])
 
+
+def _zero_actions(group):
+    from rlightning.types import BatchedData
+
+    return BatchedData(
+        group.env_ids,
+        [PolicyResponse(i, action=np.zeros(m.num_envs, np.int64)) for i, m in zip(group.env_ids, group.env_metas)],
+    )
+
+
+def test_the_record_replays_on_the_env_stepped_by_hand(group):
+    """A record's next observations and rewards are what the env's own step() returns for its actions."""
     env_id = group.env_ids[0]
     twin = GymnasiumEnv(EnvConfig(name="CartPole-v1", num_envs=3))
     start = group.reset(seed=11)
     np.testing.assert_array_equal(twin.reset(seed=11).observation, start[0][1].observation)
-    chunk = dict(group.collect_rollouts(start, num_steps=5))[env_id]
-    produced = chunk.produced_env_rets()
-    for resp, expected in zip(chunk.policy_resps, produced):
-        got = twin.step(resp)
-        np.testing.assert_array_equal(got.observation, expected.observation)
-        np.testing.assert_array_equal(got.last_reward, expected.last_reward)
+    td = dict(group.collect_rollouts(30))[env_id].record
+    for t in range(30):
+        got = twin.step(PolicyResponse(twin.env_id, action=td["action"][:, t].numpy()))
+        np.testing.assert_array_equal(got.observation, td["next", "obs"][:, t].numpy())
+        np.testing.assert_array_equal(got.last_reward, td["next", "reward"][:, t].numpy())
+        np.testing.assert_array_equal(got.last_terminated, td["next", "terminated"][:, t].numpy())
 
 
 def test_loaded_weights_reach_every_copy_with_their_version(group):
@@ -66,21 +109,24 @@ def test_loaded_weights_reach_every_copy_with_their_version(group):
     group.load_policy_weights(train.get_weights(), weight_version=7)
     for worker in group.workers.values():
         assert worker.policy_weights_checksum() == train.weights_checksum()
-    chunks = dict(group.collect_rollouts(group.reset(seed=0), num_steps=2))
-    assert {r.weight_version for c in chunks.values() for r in c.policy_resps} == {7}
+        assert worker.policy_weight_version() == 7
+    group.reset(seed=0)
+    assert {r.weight_version for _, r in group.collect_rollouts(2)} == {7}
 
 
 def test_bad_calls_name_what_is_wrong(group):
-    start = group.reset(seed=0)
     worker = group.workers[group.env_ids[0]]
+    with pytest.raises(RuntimeError, match=r"collect before reset\(\)"):
+        worker.collect(3)
+    group.reset(seed=0)
     with pytest.raises(ValueError, match=r"num_steps must be an int >= 1, got 0"):
-        worker.collect_rollout(start[0][1], 0)
-    with pytest.raises(ValueError, match=r"needs an EnvRet of this env, got 'CartPole-v1-1'"):
-        worker.collect_rollout(start[1][1], 3)
+        worker.collect(0)
+    with pytest.raises(ValueError, match=r"collect_rollouts: num_steps must be an int >= 1, got 2.5"):
+        list(group.collect_rollouts(2.5))
     with pytest.raises(TypeError, match=r"attach_policy needs a BasePolicy subclass"):
         worker.attach_policy(dict, PolicyConfig(), group.env_metas[0])
-    with pytest.raises(KeyError, match=r"unknown env id 'nope'"):
-        list(group.collect_rollouts(BatchedData(["nope"], [start[0][1]]), 2))
+    with pytest.raises(TypeError, match=r"env_cls must be a BaseEnv subclass, got <class 'dict'>"):
+        RolloutWorker(dict, EnvConfig())
 
 
 def test_without_a_policy_the_group_and_worker_say_how_to_get_one():
@@ -88,31 +134,59 @@ def test_without_a_policy_the_group_and_worker_say_how_to_get_one():
     g.init()
     try:
         assert not g.has_policy
-        start = g.reset(seed=0)
+        g.reset(seed=0)
         with pytest.raises(RuntimeError, match=r"call attach_policy first"):
-            list(g.collect_rollouts(start, 2))
+            list(g.collect_rollouts(2))
         with pytest.raises(RuntimeError, match=r"load_policy_weights needs attach_policy first"):
             g.load_policy_weights({}, 1)
         with pytest.raises(RuntimeError, match=r"needs a policy in the env worker; call attach_policy"):
-            g.workers[g.env_ids[0]].collect_rollout(start[0][1], 2)
+            g.workers[g.env_ids[0]].collect(2)
     finally:
         g.close()
     assert not g.has_policy
 
 
+def test_multi_agent_envs_act_per_step():
+    worker = RolloutWorker(
+        __import__("rlightning.env", fromlist=["RendezvousEnv"]).RendezvousEnv, EnvConfig(name="rendezvous")
+    )
+    worker.reset(seed=0)
+    worker._policy = object()  # any copy: the env kind is refused before it acts
+    with pytest.raises(TypeError, match=r"a multi-agent env acts per step \(cluster.inference='eval_workers'\)"):
+        worker.collect(2)
+
+
+def test_episode_ids_count_per_worker_and_follow_the_valid_flags():
+    ids = EpisodeIds(2, base=10)
+    np.testing.assert_array_equal(ids.reset(), [10, 11])
+    valid = np.array([[True, False, True, False], [True, True, True, True]])
+    np.testing.assert_array_equal(ids.assign(valid), [[10, 12, 12, 13], [11, 11, 11, 11]])
+    np.testing.assert_array_equal(ids.assign(np.array([[False], [False]])), [[14], [15]])  # time-major, then row
+    np.testing.assert_array_equal(ids.reset(), [16, 17])
+    with pytest.raises(ValueError, match=r"valid must be \[num_envs=2, T\], got shape \(3,\)"):
+        ids.assign(np.ones(3, bool))
+
+
+def test_importing_the_env_package_imports_no_policy_code():
+    code = "import rlightning.env, sys; print([m for m in sys.modules if m.startswith(('rlightning.policy', 'torch'))])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 @pytest.mark.ray
-def test_ray_workers_chunks_come_in_worker_order_whichever_finishes_first(ray_runtime, remote_flags):
-    """A seeded run stores the same data every time: chunks are yielded in worker order, not arrival."""
+def test_ray_workers_results_come_in_worker_order_whichever_finishes_first(ray_runtime, remote_flags):
+    """A seeded run stores the same data every time: results are yielded in worker order, not arrival."""
     remote_flags(REMOTE_ENV=True)
     slow, fast = EnvConfig(name="CartPole-v1", num_envs=64, num_cpus=0.25), EnvConfig(name="CartPole-v1", num_envs=1)
     g = EnvGroup([slow, fast.model_copy(update={"num_cpus": 0.25})])
     try:
         metas = g.init()
         assert g.is_remote
-        g.attach_policy(PPOPolicy, PolicyConfig(type="ppo", hidden_sizes=[16]), metas[0], seed=0)
-        rets = g.reset(seed=0)
-        chunks = list(g.collect_rollouts(rets, 200))  # worker 0 steps 64 envs, worker 1 one: 1 is done first
-        assert [env_id for env_id, _ in chunks] == g.env_ids
-        assert [c.num_steps for _, c in chunks] == [200, 200]
+        g.attach_policy(PPOPolicy, SMALL, metas[0], seed=0)
+        g.reset(seed=0)
+        results = list(g.collect_rollouts(200))  # worker 0 steps 64 envs, worker 1 one: 1 is done first
+        assert [env_id for env_id, _ in results] == g.env_ids
+        assert [tuple(r.record.batch_size) for _, r in results] == [(64, 200), (1, 200)]
+        validate_record(results[0][1].record, num_envs=64, require_env_id=True)
     finally:
         g.close()

@@ -141,6 +141,7 @@ class EpisodeIds:
         new[rows, steps] = self._take(len(rows))
         t = np.arange(valid.shape[1])
         last = np.maximum.accumulate(np.where(starts, t, -1), axis=1)  # latest start at or before each step
-        ids = np.where(last >= 0, new[np.arange(self.num_envs)[:, None], np.maximum(last, 0)], self.current[:, None])
+        started = new[np.arange(self.num_envs)[:, None], np.maximum(last, 0)]
+        ids = np.where(last >= 0, started, self.current[:, None])
         self.current = ids[:, -1].copy()
         return ids
