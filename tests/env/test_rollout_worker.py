@@ -84,10 +84,8 @@ def test_a_rollout_continues_where_the_last_call_left_off(group):
 def _zero_actions(group):
     from rlightning.types import BatchedData
 
-    return BatchedData(
-        group.env_ids,
-        [PolicyResponse(i, action=np.zeros(m.num_envs, np.int64)) for i, m in zip(group.env_ids, group.env_metas)],
-    )
+    metas = group.env_metas
+    return BatchedData(group.env_ids, [PolicyResponse(m.env_id, action=np.zeros(m.num_envs, np.int64)) for m in metas])
 
 
 def test_the_record_replays_on_the_env_stepped_by_hand(group):
