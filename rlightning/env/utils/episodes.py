@@ -102,7 +102,8 @@ class EpisodeIds:
     `reset` gives every row a new id (the first: ``base + i`` for row ``i``); every time a row starts a new
     episode it takes the next value of the counter. A row starts a new episode on the autoreset step of
     the NEXT_STEP convention (the step whose ``valid`` is False: its ``next.obs`` is the reset
-    observation), so every valid step of an episode carries the same id. Ids of one block are handed out in time-major order (step, then row).
+    observation), so every valid step of an episode carries the same id. Ids of one block are handed
+    out in time-major order (step, then row).
 
     Args:
         num_envs: Rows.
