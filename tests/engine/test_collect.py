@@ -107,3 +107,48 @@ def test_a_seeded_run_on_ray_env_workers_trains_the_same_weights_twice(tmp_path,
         losses.append([m["policy_loss"] for m in history])
         engine.close()
     assert losses[0] == losses[1] and checksums[0] == checksums[1], (losses, checksums)
+
+
+def test_env_workers_act_so_no_eval_worker_is_built_and_evaluation_still_plays(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False, IN_ENV_WORKERS, "train.eval_episodes=3")).engine
+    assert engine.config.cluster.eval_worker_num == 1  # the config is left as written
+    group = engine.policy_group
+    assert group.eval_workers == [] and group.stats()["weight_sync"]["effective"] == "none"
+    # The env workers' copies are the acting eval policy: same strategies, here the direct in-process copy.
+    assert engine.env_weight_sync.effective == "local_copy"
+    assert engine.env_weight_sync.version == group.weight_version == 1
+    result = engine.evaluate()
+    assert result["episodes"] == 3 and result["return_mean"] > 0
+    assert engine.evaluator.env_group is not None
+    engine.close()
+    assert engine.evaluator.env_group is None
+
+
+def test_the_per_step_layout_keeps_its_eval_worker(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False, "cluster.inference=eval_workers")).engine
+    assert len(engine.policy_group.eval_workers) == 1 and engine.env_weight_sync is None
+
+
+def test_the_eval_engine_keeps_its_eval_workers_whatever_the_inference_setting():
+    from rlightning.utils.config import apply_overrides, load_preset
+    from rlightning.utils.validate import acting_cluster
+
+    cfg = load_preset("cartpole_ppo")
+    assert cfg.cluster.inference == "env_workers" and acting_cluster(cfg).eval_worker_num == 0
+    assert acting_cluster(apply_overrides(cfg, ["engine=eval"])).eval_worker_num == cfg.cluster.eval_worker_num
+    per_step = apply_overrides(cfg, ["cluster.inference=eval_workers"])
+    assert acting_cluster(per_step) is per_step.cluster
+
+
+def test_a_collector_owns_the_rollout_state_and_the_stop_flag(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False, "cluster.inference=eval_workers")).engine
+    collector = engine.collector
+    assert not collector.started and collector.env_rets is None
+    engine.rollout()
+    assert collector.started and list(collector.env_rets.ids()) == engine.env_ids
+    engine.stop()
+    assert collector.stop_requested and engine.stop_requested
+    engine.run(iterations=1)  # run() clears an earlier stop request
+    assert engine.iteration == 1
+    engine.load(str(engine.save()))
+    assert not collector.started  # a loaded checkpoint resets the envs on the next rollout
