@@ -36,6 +36,10 @@ class RolloutEnvs(Protocol):
 
     def step(self, policy_resps: BatchedData) -> BatchedData: ...
 
+    def start_step(self, policy_resps: BatchedData) -> Any: ...
+
+    def finish_step(self, pending: Any) -> BatchedData: ...
+
     def collect_rollouts(self, num_steps: int) -> Iterator[Tuple[str, Any]]: ...
 
     def pop_restarted_env_ids(self) -> List[str]: ...
@@ -157,14 +161,18 @@ class Collector:
             resps = self.act()
             t1 = time.perf_counter()
             record_latencies(timing, resps)
-            self.store_step(resps)
+            pending = self.env_group.start_step(resps)  # Ray workers step while this step is stored
             t2 = time.perf_counter()
-            self.advance(resps)
-            t3 = time.perf_counter()
+            try:
+                self.store_step(resps)
+            finally:  # the workers stepped either way: keep where they stand
+                t3 = time.perf_counter()
+                self.env_rets = self.env_group.finish_step(pending)
+            t4 = time.perf_counter()
             self.truncate_restarted()
             timing.add("inference", t1 - t0)
-            timing.add("buffer_add", t2 - t1)
-            timing.add("env_step", t3 - t2)
+            timing.add("buffer_add", t3 - t2)
+            timing.add("env_step", (t2 - t1) + (t4 - t3))
             steps += self.num_sub_envs
             if self.stop_event.is_set():
                 break
