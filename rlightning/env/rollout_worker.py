@@ -17,7 +17,9 @@ One class serves both placements of the acting policy:
 The worker keeps its current `EnvRet`, so a rollout continues where the last
 call (``step`` or ``collect``) left off. The same object runs in this process
 or as a Ray actor (the `EnvGroup`'s `WorkerSlot` launches it). It imports no
-torch, tensordict or policy code until a policy is attached.
+torch, tensordict or policy code until a policy is attached, and builds no
+TensorDict itself: its rollout's arrays travel, the record is made where they
+are read (`RolloutResult.record`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.utils.episodes import EpisodeIds, episode_report
-from rlightning.env.utils.record_writer import RecordWriter, start_done_flags
+from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.types import EnvMeta, EnvRet, MultiAgentEnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
@@ -47,7 +49,8 @@ class RolloutResult:
 
     Attributes:
         env_id: The worker's env id.
-        record: The ``[N, T]`` record TensorDict (None: nothing collected, e.g. a worker lost mid-rollout).
+        arrays: The rollout's numpy arrays (`RecordWriter.finish`; None: nothing collected, e.g. a worker
+            lost mid-rollout). They are what crosses a process boundary, once each.
         num_steps: T, vector steps in the record.
         num_envs: N.
         weight_version: Version of the policy weights that acted.
@@ -58,7 +61,7 @@ class RolloutResult:
     """
 
     env_id: str
-    record: Any = None
+    arrays: Optional[Dict[str, Any]] = None
     num_steps: int = 0
     num_envs: int = 0
     weight_version: Optional[int] = None
@@ -66,6 +69,21 @@ class RolloutResult:
     env_step_s: float = 0.0
     episode_returns: List[float] = field(default_factory=list)
     episode_lengths: List[int] = field(default_factory=list)
+
+    @property
+    def record(self) -> Any:
+        """The ``[N, T]`` record TensorDict over `arrays` (built once, no copy); None without arrays."""
+        if self.arrays is None:
+            return None
+        cached = self.__dict__.get("_record")
+        if cached is None:
+            cached = self.__dict__["_record"] = arrays_to_record(self.arrays, self.env_id)
+        return cached
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_record", None)  # the arrays travel; the TensorDict is rebuilt where it is read
+        return state
 
 
 class RolloutWorker:
@@ -279,7 +297,8 @@ class RolloutWorker:
             # Whatever failed, the env moved on: the next call starts from where it stands.
             self._current = env_ret
         t0 = clock()
-        result.record = writer.to_tensordict(self._episode_ids, done_steps)
+        result.arrays = writer.finish(self._episode_ids, done_steps)
+        result.num_steps = done_steps
         result.weight_version = version
         result.inference_s = inference
         result.env_step_s = stepping + (clock() - t0)

@@ -1,5 +1,6 @@
 """Tests of rlightning/env/rollout_worker.py and acting.py: env workers acting with their own policy copy."""
 
+import pickle
 import subprocess
 import sys
 
@@ -57,6 +58,10 @@ def test_a_rollout_is_one_record_per_worker(group):
         assert res.inference_s > 0 and res.env_step_s > 0 and res.weight_version == 0
         assert len(res.episode_returns) == int(done.sum())
     assert group.stats()["env_steps"] == 40 * 5
+    # What crosses a process boundary is the arrays, the observations once: unpickled, they are still one.
+    res = pickle.loads(pickle.dumps(results[group.env_ids[0]]))
+    assert res.record["obs"].untyped_storage().data_ptr() == res.record["next", "obs"].untyped_storage().data_ptr()
+    assert torch.equal(res.record["next", "obs"], results[group.env_ids[0]].record["next", "obs"])
     all_ids = torch.cat([r.record["episode_id"].flatten() for r in results.values()])
     first = results[group.env_ids[0]].record["episode_id"]
     assert len(set(first.flatten().tolist())) == 3 + int((~results[group.env_ids[0]].record["valid"]).sum())

@@ -1,16 +1,17 @@
 """`RecordWriter`: one rollout of an env worker written step by step into preallocated arrays.
 
 The arrays are numpy (one assignment per key per step, no torch call on the
-hot path) and become the ``[N, T]`` record TensorDict at the end without a
-copy (``torch.from_numpy``). Observations live in one ``[N, T + 1, ...]``
+hot path); they travel as they are (out of band through Ray) and become the
+``[N, T]`` record TensorDict where it is read, without a copy
+(`arrays_to_record`, ``torch.from_numpy``). Observations live in one ``[N, T + 1, ...]``
 array: ``obs`` is its ``[:, :T]`` view and ``next.obs`` its ``[:, 1:]`` view,
 so each observation is copied into the record once. Record keys (see the
 record format): ``obs``, ``action`` and the policy's extras at the root,
 ``episode_id``, ``valid``, and ``next.{obs, reward, terminated, truncated,
 done}``; the env worker's id as non-tensor ``env_id``.
 
-Torch and tensordict are imported only in `RecordWriter.to_tensordict`: an env
-worker that never collects a rollout never imports them.
+Torch and tensordict are imported only by `arrays_to_record`: an env worker
+never imports them for its rollouts.
 """
 
 from __future__ import annotations
@@ -123,33 +124,63 @@ class RecordWriter:
         self.terminated[:, t] = terminated
         self.truncated[:, t] = truncated
 
-    def to_tensordict(self, episodes: EpisodeIds, steps: Optional[int] = None) -> Any:
-        """The ``[N, steps]`` record (default: all T steps), episode ids taken from ``episodes``."""
-        import torch
-        from tensordict import TensorDict
+    def finish(self, episodes: EpisodeIds, steps: Optional[int] = None) -> Dict[str, Any]:
+        """The rollout's arrays (default: all T steps), episode ids taken from ``episodes``; see `arrays_to_record`.
 
+        ``obs`` is the ``[N, steps + 1, ...]`` array (the first ``steps`` are ``obs``, the last ``steps``
+        ``next.obs``); every other entry is ``[N, steps, ...]``.
+        """
         t = self.num_steps if steps is None else int(steps)
         done = np.logical_or(self.terminated[:, :t], self.truncated[:, :t])
         valid = np.empty((self.num_envs, t), dtype=bool)
         if t:
             valid[:, 0] = ~self.start_done
             valid[:, 1:] = ~done[:, :-1]
-        ids = episodes.assign(valid)
-        extras = self.extras or {}
-        root: Dict[str, Any] = {k: torch.from_numpy(v)[:, :t] for k, v in extras.items()}
-        root["obs"] = _to_torch(self.obs, slice(0, t))
-        root["episode_id"] = torch.from_numpy(ids)
-        root["valid"] = torch.from_numpy(valid)
-        root["next"] = {
-            "obs": _to_torch(self.obs, slice(1, t + 1)),
-            "reward": torch.from_numpy(self.reward)[:, :t],
-            "terminated": torch.from_numpy(self.terminated)[:, :t],
-            "truncated": torch.from_numpy(self.truncated)[:, :t],
-            "done": torch.from_numpy(done),
-        }
-        td = TensorDict(root, batch_size=[self.num_envs, t])
-        td.set_non_tensor("env_id", self.env_id)
-        return td
+        out: Dict[str, Any] = {k: v[:, :t] for k, v in (self.extras or {}).items()}
+        out["obs"] = _cut(self.obs, t + 1)
+        out["episode_id"] = episodes.assign(valid)
+        out["valid"] = valid
+        out["reward"] = self.reward[:, :t]
+        out["terminated"] = self.terminated[:, :t]
+        out["truncated"] = self.truncated[:, :t]
+        out["done"] = done
+        return out
+
+
+def _cut(buf: Any, t: int) -> Any:
+    if isinstance(buf, dict):
+        return {k: _cut(v, t) for k, v in buf.items()}
+    return buf[:, :t]
+
+
+_NEXT_KEYS = ("reward", "terminated", "truncated", "done")
+
+
+def arrays_to_record(arrays: Dict[str, Any], env_id: str) -> Any:
+    """The ``[N, T]`` record TensorDict over the arrays of `RecordWriter.finish`, without a copy.
+
+    ``obs`` and ``next.obs`` are views of the one observation array. Arrays that arrived read-only
+    (zero-copy from the Ray object store) stay so: a record is read, not written.
+    """
+    import warnings
+
+    import torch
+    from tensordict import TensorDict
+
+    obs = arrays["obs"]
+    first = obs
+    while isinstance(first, dict):
+        first = next(iter(first.values()))
+    n, t = first.shape[0], first.shape[1] - 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # read-only arrays from the object store
+        root: Dict[str, Any] = {k: torch.from_numpy(v) for k, v in arrays.items() if k != "obs" and k not in _NEXT_KEYS}
+        root["obs"] = _to_torch(obs, slice(0, t))
+        root["next"] = {k: torch.from_numpy(arrays[k]) for k in _NEXT_KEYS}
+        root["next"]["obs"] = _to_torch(obs, slice(1, t + 1))
+    td = TensorDict(root, batch_size=[n, t])
+    td.set_non_tensor("env_id", env_id)
+    return td
 
 
 def start_done_flags(env_ret: Any) -> np.ndarray:
