@@ -98,6 +98,7 @@ class BaseEngine:
             self.env_ids,
             self.num_sub_envs,
             in_env_workers=self.inference_in_env_workers,
+            env_metas=self.env_metas,
         )
         if self.inference_in_env_workers:
             from rlightning.engine.acting import EnvWorkerSync

@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
+from rlightning.env.utils.episodes import EpisodeIds
+from rlightning.env.utils.record_writer import start_done_flags
 from rlightning.types import BatchedData
 from rlightning.utils.logger import get_logger
 
@@ -70,6 +72,7 @@ class Collector:
         env_ids: The env workers' ids, in worker order.
         num_sub_envs: Sub-environments over all workers.
         in_env_workers: True for ``cluster.inference="env_workers"``.
+        env_metas: The workers' `EnvMeta` (checks the per-step records against the spaces).
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class Collector:
         env_ids: Sequence[str],
         num_sub_envs: int,
         in_env_workers: bool,
+        env_metas: Sequence[Any] = (),
     ) -> None:
         self.env_group = env_group
         self.policy_group = policy_group
@@ -93,6 +97,13 @@ class Collector:
         self.stop_event = threading.Event()
         self._started = False
         self._bridge_last: Dict[str, Tuple[Any, Any, Any]] = {}
+        # Per-step layout with a buffer that takes records: the step whose next EnvRets are not known yet.
+        self._records = hasattr(buffer, "add_rollout")
+        self._held: Optional[Tuple[BatchedData, BatchedData]] = None
+        self._skip: set = set()
+        self._metas = {m.env_id: m for m in env_metas}
+        self._episode_ids: Dict[str, EpisodeIds] = {}
+        self._next_id_base = 0
 
     # ------------------------------------------------------------------ state
 
@@ -117,8 +128,11 @@ class Collector:
     def reset(self, seed: Optional[int] = None) -> BatchedData:
         """Reset every env (episodes in progress in the buffer are truncated first); returns the EnvRets."""
         if self._started:
+            self.flush()
             self.buffer.truncate_episodes(self.env_ids)
         self.env_rets = self.env_group.reset(seed=seed)
+        for ids in self._episode_ids.values():
+            ids.reset()
         self._bridge_last.clear()
         self._started = True
         return self.env_rets
@@ -126,6 +140,7 @@ class Collector:
     def forget(self) -> None:
         """Drop the rollout state (after a checkpoint load): the next rollout resets the envs."""
         self.env_rets = None
+        self._held = None
         self._started = False
 
     def truncate_restarted(self) -> None:
@@ -133,6 +148,9 @@ class Collector:
         restarted = self.env_group.pop_restarted_env_ids()
         for env_id in restarted:
             self._bridge_last.pop(env_id, None)
+            self._skip.add(env_id)
+            if env_id in self._episode_ids:
+                self._episode_ids[env_id].reset()
         if restarted:
             logger.warning("env workers %s were restarted; their episodes in flight are truncated", restarted)
             self.buffer.truncate_episodes(restarted)
@@ -144,8 +162,47 @@ class Collector:
         return self.policy_group.rollout_batch(self.env_rets)
 
     def store_step(self, resps: BatchedData) -> None:
-        """Store the current EnvRets with their responses (the storage pairs them with the next EnvRets)."""
-        self.buffer.add_batched_transition(self.env_rets, resps)
+        """Store the current EnvRets with their responses.
+
+        With a buffer that takes records, the step is held until its next EnvRets are known (after the
+        env step) and stored as one ``[N]`` record per env worker (`step_to_record`) at the next call or
+        at `flush`; the step held before is stored now. Otherwise the storage pairs the step with the
+        next EnvRets itself (``add_batched_transition``).
+        """
+        if not self._records:
+            self.buffer.add_batched_transition(self.env_rets, resps)
+            return
+        self.flush()
+        self._held = (self.env_rets, resps)
+
+    def flush(self) -> None:
+        """Store the held step (per-step layout with records) now that its next EnvRets are the current ones."""
+        held, self._held = self._held, None
+        skip, self._skip = self._skip, set()
+        if held is None:
+            return
+        from rlightning.types import step_to_record
+
+        rets, resps = held
+        after = dict(self.env_rets.items())
+        for (env_id, ret), (_, resp) in zip(rets.items(), resps.items()):
+            if env_id in skip or env_id not in after:
+                continue  # a restarted worker's next EnvRet is its reset: the step is lost with its episode
+            ids = self._ids_of(env_id, ret)
+            valid = ~start_done_flags(ret)
+            episode = ids.assign(valid[:, None])[:, 0]
+            self.buffer.add_rollout(
+                step_to_record(ret, resp, after[env_id], env_meta=self._metas.get(env_id), episode_id=episode)
+            )
+
+    def _ids_of(self, env_id: str, ret: Any) -> EpisodeIds:
+        ids = self._episode_ids.get(env_id)
+        if ids is None:
+            n = start_done_flags(ret).shape[0]
+            ids = self._episode_ids[env_id] = EpisodeIds(n, base=self._next_id_base)
+            self._next_id_base += 1 << 40
+            ids.reset()
+        return ids
 
     def advance(self, resps: BatchedData) -> BatchedData:
         """Step the env workers with ``resps``; the new EnvRets become the current ones."""
@@ -176,6 +233,9 @@ class Collector:
             steps += self.num_sub_envs
             if self.stop_event.is_set():
                 break
+        t0 = time.perf_counter()
+        self.flush()
+        timing.add("buffer_add", time.perf_counter() - t0)
         return steps
 
     # ------------------------------------------------------------------ whole rollouts

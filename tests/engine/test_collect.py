@@ -152,3 +152,58 @@ def test_a_collector_owns_the_rollout_state_and_the_stop_flag(tmp_path, build):
     assert engine.iteration == 1
     engine.load(str(engine.save()))
     assert not collector.started  # a loaded checkpoint resets the envs on the next rollout
+
+
+class _RecordBuffer:
+    """A buffer that takes records (what DataBuffer.add_rollout receives), for the collector alone."""
+
+    def __init__(self):
+        self.records, self.truncated = [], []
+
+    def add_rollout(self, td):
+        self.records.append(td)
+
+    def truncate_episodes(self, env_ids=None):
+        self.truncated.append(list(env_ids or []))
+
+
+class _Zeros:
+    """Acts 0 everywhere (a stand-in policy group for the per-step layout)."""
+
+    def rollout_batch(self, batch):
+        from rlightning.types import BatchedData, PolicyResponse
+
+        return BatchedData(
+            list(batch.ids()),
+            [PolicyResponse(i, action=np.zeros(r.observation.shape[0], np.int64)) for i, r in batch.items()],
+        )
+
+
+def test_the_per_step_layout_stores_one_record_per_worker_and_step_once_its_next_env_ret_is_known():
+    from rlightning.engine.collect import Collector
+    from rlightning.engine.timing import Timing
+    from rlightning.env import EnvGroup
+    from rlightning.types import validate_record
+    from rlightning.utils.config import EnvConfig
+
+    group = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=3), EnvConfig(name="CartPole-v1", num_envs=2)])
+    metas = group.init()
+    buffer = _RecordBuffer()
+    collector = Collector(group, _Zeros(), buffer, Timing(), group.env_ids, 5, in_env_workers=False, env_metas=metas)
+    try:
+        assert collector.collect(12, seed=3) == 12 * 5
+        assert len(buffer.records) == 12 * 2  # the last step flushed at the end of the rollout
+        assert any(bool(r["next", "done"].any()) for r in buffer.records)  # pushing left: poles fall
+        by_env = {i: [r for r in buffer.records if r.get_non_tensor("env_id") == i] for i in group.env_ids}
+        for env_id, recs in by_env.items():
+            for a, b in zip(recs, recs[1:]):
+                validate_record(a, observation_space=metas[0].observation_space, require_env_id=True)
+                assert torch.equal(a["next", "obs"], b["obs"])
+                # The step after a done row is not valid and starts the row's next episode.
+                assert torch.equal(~b["valid"], a["next", "done"])
+                assert torch.equal(b["episode_id"] != a["episode_id"], a["next", "done"])
+        # Only the first rollout's reset is free: a second reset truncates the episodes in progress.
+        collector.reset(seed=4)
+        assert buffer.truncated == [group.env_ids]
+    finally:
+        group.close()
