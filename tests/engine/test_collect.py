@@ -195,7 +195,7 @@ def test_the_per_step_layout_stores_one_record_per_worker_and_step_once_its_next
         assert len(buffer.records) == 12 * 2  # the last step flushed at the end of the rollout
         assert any(bool(r["next", "done"].any()) for r in buffer.records)  # pushing left: poles fall
         by_env = {i: [r for r in buffer.records if r.get_non_tensor("env_id") == i] for i in group.env_ids}
-        for env_id, recs in by_env.items():
+        for recs in by_env.values():
             for a, b in zip(recs, recs[1:]):
                 validate_record(a, observation_space=metas[0].observation_space, require_env_id=True)
                 assert torch.equal(a["next", "obs"], b["obs"])
