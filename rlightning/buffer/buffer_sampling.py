@@ -39,7 +39,7 @@ class BufferSampling:
         local = self._single_local_storage()
         if (
             local is not None
-            and local._fast_sample
+            and local.fast_sample
             and not self.clear_after_sample
             and type(batch_size) is int
             and 0 < batch_size <= self._sizes[0]
