@@ -27,10 +27,11 @@ it is never stored as complete), and the restart is counted in `stats`.
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from rlightning.env.acting import PolicyCopies
+from rlightning.env.lockstep import can_step_together, collect_together
 from rlightning.env.rollout_worker import RolloutResult
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -406,6 +407,18 @@ class EnvGroup:
         self._require_init()
         if self._inflight:
             raise ValueError("steps are in flight (step_async); collect_async() them before collecting rollouts")
+        if not self._remote:
+            workers = [slot.handle.worker for slot in self._slots]
+            if can_step_together(workers):  # one forward pass per step for all local workers
+                with ExitStack() as held:
+                    for slot in self._slots:
+                        held.enter_context(slot.handle.lock)
+                    results = collect_together(workers, num_steps)
+                for slot, result in zip(self._slots, results):
+                    self._stats.add_episodes(result.episode_returns, result.episode_lengths)
+                    self._stats.add_steps(slot.num_envs * result.num_steps)
+                    yield slot.env_id, result
+                return
         futures = [slot.handle.submit("collect", num_steps) for slot in self._slots]
         for slot, fut in zip(self._slots, futures):
             try:

@@ -86,6 +86,22 @@ class RolloutResult:
         return state
 
 
+class _Rollout:
+    """A rollout in progress: its writer, its result, and where the env stands."""
+
+    __slots__ = ("writer", "result", "version", "env_ret", "num_steps", "steps", "inference", "stepping")
+
+    def __init__(self, writer: RecordWriter, result: RolloutResult, version: int, env_ret: EnvRet) -> None:
+        self.writer = writer
+        self.result = result
+        self.version = version
+        self.env_ret = env_ret
+        self.num_steps = writer.num_steps
+        self.steps = 0
+        self.inference = 0.0
+        self.stepping = 0.0
+
+
 class RolloutWorker:
     """An env worker: builds ``env_cls(config, ...)`` and steps it, per call or per rollout.
 
@@ -120,6 +136,7 @@ class RolloutWorker:
         self._episode_ids = EpisodeIds(self.num_envs, base=int(episode_id_base))
         self._policy: Any = None
         self._fast_acting = False
+        self._synced = False
 
     # ------------------------------------------------------------------ the env (seed API)
 
@@ -199,6 +216,7 @@ class RolloutWorker:
         policy = policy_cls(policy_config, role_type=PolicyRole.EVAL, worker_index=self.worker_index)
         result = policy.setup(env_meta, seed)
         self._policy = policy
+        self._synced = False  # its own initial weights until a sync loads the run's
         # Acting straight through compute_actions unless the class answers EnvRets itself.
         cls = type(policy)
         self._fast_acting = cls.rollout_step is BasePolicy.rollout_step and cls.postprocess is BasePolicy.postprocess
@@ -214,7 +232,9 @@ class RolloutWorker:
 
     def load_state_dict(self, state_dict: Dict[str, Any], weight_version: Optional[int] = None) -> int:
         """Load weights (name -> array) into the policy copy; returns its weight version (weight sync)."""
-        return self._require_policy("load_state_dict").load_state_dict(state_dict, weight_version)
+        version = self._require_policy("load_state_dict").load_state_dict(state_dict, weight_version)
+        self._synced = True
+        return version
 
     def load_policy_weights(self, weights: Dict[str, Any], weight_version: int) -> int:
         """Same as `load_state_dict` (the name `EnvGroup.load_policy_weights` calls)."""
@@ -222,7 +242,9 @@ class RolloutWorker:
 
     def copy_weights_from(self, other: Any, weight_version: Optional[int] = None) -> int:
         """Copy another policy's weights in place (a train worker in this process: the direct-copy sync)."""
-        return self._require_policy("copy_weights_from").copy_weights_from(other, weight_version)
+        version = self._require_policy("copy_weights_from").copy_weights_from(other, weight_version)
+        self._synced = True
+        return version
 
     def set_weight_version(self, weight_version: int) -> int:
         """Record the version of the copy's weights."""
@@ -242,6 +264,26 @@ class RolloutWorker:
 
     # ------------------------------------------------------------------ whole rollouts
 
+    @property
+    def acts_on_observations(self) -> bool:
+        """True when the copy acts straight through ``compute_actions`` (no ``rollout_step``/``postprocess``)."""
+        return self._policy is not None and self._fast_acting
+
+    @property
+    def weights_synced(self) -> bool:
+        """True once the copy was given weights (a sync); before, it holds its own initial ones."""
+        return self._synced
+
+    @property
+    def current_env_ret(self) -> Optional[EnvRet]:
+        """The EnvRet the env stands at (what the next action answers); None before `reset`."""
+        return self._current
+
+    @property
+    def policy(self) -> Any:
+        """The policy copy (None before `attach_policy`)."""
+        return self._policy
+
     def collect(self, num_steps: int) -> RolloutResult:
         """Act and step ``num_steps`` times from where the env stands; return the ``[N, T]`` record.
 
@@ -253,6 +295,25 @@ class RolloutWorker:
             ValueError: ``num_steps`` below 1; an observation or policy output without the leading
                 dimension N.
             TypeError: a multi-agent env (it acts per step, ``cluster.inference='eval_workers'``).
+        """
+        policy = self._require_policy("collect")
+        run = self.start_rollout(num_steps)
+        fast, clock = self._fast_acting, time.perf_counter
+        for _ in range(run.num_steps):
+            t0 = clock()
+            if fast:
+                out = policy.compute_actions(run.env_ret.observation, deterministic=policy.deterministic)
+            else:
+                out = policy.rollout_batch([run.env_ret])[0].to_dict()
+            run.inference += clock() - t0
+            self.step_rollout(run, out)
+        return self.finish_rollout(run)
+
+    def start_rollout(self, num_steps: int) -> _Rollout:
+        """Begin a rollout of ``num_steps`` from where the env stands (see `collect`, which drives one).
+
+        Raises:
+            As `collect`.
         """
         policy = self._require_policy("collect")
         if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
@@ -268,40 +329,32 @@ class RolloutWorker:
         num_steps = int(num_steps)
         writer = RecordWriter(self.env_id, self.num_envs, num_steps, env_ret.observation, start_done_flags(env_ret))
         result = RolloutResult(self.env_id, num_steps=num_steps, num_envs=self.num_envs)
-        version = int(policy.weight_version)
-        env, env_id, fast = self.env, self.env_id, self._fast_acting
-        clock = time.perf_counter
-        inference = stepping = 0.0
-        done_steps = 0
-        try:
-            for t in range(num_steps):
-                t0 = clock()
-                if fast:
-                    out = policy.compute_actions(env_ret.observation, deterministic=policy.deterministic)
-                    resp = PolicyResponse(env_id, weight_version=version, **out)
-                else:
-                    resp = policy.rollout_batch([env_ret])[0]
-                    out = resp.to_dict()
-                t1 = clock()
-                env_ret = env.step(resp)
-                term, trunc = env_ret.last_terminated, env_ret.last_truncated
-                writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
-                if (term.any() or trunc.any()) if type(term) is np.ndarray else np.any(term) or np.any(trunc):
-                    returns, lengths = episode_report(env_ret)
-                    result.episode_returns.extend(returns)
-                    result.episode_lengths.extend(lengths)
-                done_steps = t + 1
-                stepping += clock() - t1
-                inference += t1 - t0
-        finally:
-            # Whatever failed, the env moved on: the next call starts from where it stands.
-            self._current = env_ret
-        t0 = clock()
-        result.arrays = writer.finish(self._episode_ids, done_steps)
-        result.num_steps = done_steps
-        result.weight_version = version
-        result.inference_s = inference
-        result.env_step_s = stepping + (clock() - t0)
+        return _Rollout(writer, result, int(policy.weight_version), env_ret)
+
+    def step_rollout(self, run: _Rollout, out: Dict[str, Any]) -> None:
+        """One step of ``run``: act with the policy outputs ``out`` (``action`` and extras, ``[N, ...]``)."""
+        t1 = time.perf_counter()
+        t = run.steps
+        env_ret = self.env.step(PolicyResponse(self.env_id, weight_version=run.version, **out))
+        self._current = run.env_ret = env_ret  # whatever fails next, the env moved on
+        term, trunc = env_ret.last_terminated, env_ret.last_truncated
+        run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
+        if (term.any() or trunc.any()) if type(term) is np.ndarray else np.any(term) or np.any(trunc):
+            returns, lengths = episode_report(env_ret)
+            run.result.episode_returns.extend(returns)
+            run.result.episode_lengths.extend(lengths)
+        run.steps = t + 1
+        run.stepping += time.perf_counter() - t1
+
+    def finish_rollout(self, run: _Rollout) -> RolloutResult:
+        """End ``run``: its arrays (the steps taken), timing and episode statistics."""
+        t0 = time.perf_counter()
+        result = run.result
+        result.arrays = run.writer.finish(self._episode_ids, run.steps)
+        result.num_steps = run.steps
+        result.weight_version = run.version
+        result.inference_s = run.inference
+        result.env_step_s = run.stepping + (time.perf_counter() - t0)
         return result
 
     def __repr__(self) -> str:

@@ -193,3 +193,32 @@ def test_ray_workers_results_come_in_worker_order_whichever_finishes_first(ray_r
         validate_record(results[0][1].record, num_envs=64, require_env_id=True)
     finally:
         g.close()
+
+
+def test_local_workers_step_together_with_one_forward_pass_per_step():
+    g = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=3), EnvConfig(name="CartPole-v1", num_envs=2)])
+    metas = g.init()
+    try:
+        g.attach_policy(PPOPolicy, PolicyConfig(type="ppo", hidden_sizes=[16], deterministic_eval=True), metas[0], 0)
+        w0, w1 = g.workers.values()
+        calls = {0: [], 1: []}
+        for i, w in enumerate((w0, w1)):
+            real = w.policy.compute_actions
+            w.policy.compute_actions = lambda obs, _r=real, _i=i, **kw: calls[_i].append(len(obs)) or _r(obs, **kw)
+        g.reset(seed=2)
+        list(g.collect_rollouts(2))  # never synced: each copy holds its own initial weights and acts alone
+        assert calls == {0: [3, 3], 1: [2, 2]}
+        g.load_policy_weights(w0.policy.get_weights(), 1)
+        calls[0].clear(), calls[1].clear()
+        g.reset(seed=2)
+        together = dict(g.collect_rollouts(20))
+        assert calls == {0: [5] * 20, 1: []}  # worker 0's copy acted for all five rows, once per step
+        g.reset(seed=2)
+        alone = {w.env_id: w.collect(20) for w in (w0, w1)}  # each on its own: same deterministic actions
+        for env_id in g.env_ids:
+            a, b = together[env_id].record, alone[env_id].record
+            assert torch.equal(a["action"], b["action"]) and torch.equal(a["next", "obs"], b["next", "obs"])
+            torch.testing.assert_close(a["value"], b["value"])
+            assert together[env_id].inference_s > 0
+    finally:
+        g.close()

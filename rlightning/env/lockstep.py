@@ -1,0 +1,65 @@
+"""Local env workers collecting together: one forward pass of one policy copy per step for all of them.
+
+Env workers in the calling process run one after another; acting for each
+separately costs one forward pass per worker per step. When every worker acts
+straight through ``compute_actions`` on array observations of one shape with
+the same synced weights, the
+group steps them in lock step instead: per step, the workers' observations are
+concatenated, worker 0's copy (every copy holds the same weights) computes the
+actions of all rows at once, and each worker steps its env with its rows and
+writes its own record. Ray workers are never stepped this way (each acts in its
+own process, side by side).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, List, Sequence
+
+import numpy as np
+
+from rlightning.env.rollout_worker import RolloutResult
+
+__all__ = ["can_step_together", "collect_together"]
+
+
+def can_step_together(workers: Sequence[Any]) -> bool:
+    """True when the local ``workers`` can share one forward pass per step (see the module docstring)."""
+    if len(workers) < 2 or not all(w.acts_on_observations and w.weights_synced for w in workers):
+        return False  # copies that were never synced hold their own initial weights
+    versions = {int(w.policy.weight_version) for w in workers}
+    if len(versions) != 1 or len({bool(w.policy.deterministic) for w in workers}) != 1:
+        return False
+    shapes = set()
+    for w in workers:
+        current = w.current_env_ret
+        obs = getattr(current, "observation", None)
+        if type(obs) is not np.ndarray or obs.ndim < 1 or obs.shape[0] != w.num_envs:
+            return False
+        shapes.add((obs.shape[1:], obs.dtype))
+    return len(shapes) == 1
+
+
+def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResult]:
+    """Collect ``num_steps`` steps in every worker with one forward pass per step (see `can_step_together`).
+
+    Each worker's inference seconds are its share of the rows. Raises what `RolloutWorker.collect` raises.
+    """
+    policy = workers[0].policy
+    runs = [w.start_rollout(num_steps) for w in workers]
+    bounds, start = [], 0
+    for w in workers:
+        bounds.append((start, start + w.num_envs))
+        start += w.num_envs
+    total = float(start)
+    shares = [(b - a) / total for a, b in bounds]
+    clock = time.perf_counter
+    for _ in range(runs[0].num_steps):
+        t0 = clock()
+        obs = np.concatenate([r.env_ret.observation for r in runs], axis=0)
+        out = policy.compute_actions(obs, deterministic=policy.deterministic)
+        spent = clock() - t0
+        for w, run, (a, b), share in zip(workers, runs, bounds, shares):
+            run.inference += spent * share
+            w.step_rollout(run, {k: v[a:b] for k, v in out.items()})
+    return [w.finish_rollout(run) for w, run in zip(workers, runs)]
