@@ -1,23 +1,19 @@
-"""Episodes in progress of one env worker, kept as references to its records (no copies).
+"""Episodes in progress of one env worker: a preallocated tail of the steps still open.
 
 A record chunk ``[N, T]`` of env ``E`` covers env steps ``t0 .. t0 + T - 1``
 of every sub-env row. Each row has an open episode: its steps from
-``open_start[row]`` on, spread over the chunks held here. When a chunk
-arrives, every row's closed episodes (ending at a ``done`` step) are found
-with tensor ops: the steps to write are, per held chunk, one boolean mask
-``[N, T]``; nothing is copied until the storage writes them (once, into its
-preallocated tensors). Chunks are dropped as soon as no open episode reaches
-into them.
-
-A chunk's tensors are held by reference: a caller must not write into a
-record after adding it.
+``open_start[row]`` on. When a chunk arrives, every row's closed episodes
+(ending at a ``done`` step) are found with tensor ops over two sources, the
+tail and the new chunk (one boolean mask ``[N, T]`` each); the storage writes
+them straight from there. The chunk's columns that open episodes still need
+are then appended to the tail (one slice copy per key); the tail drops the
+columns no open episode reaches and grows by doubling.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -37,6 +33,8 @@ class Chunk:
         done: ``[N, T]`` steps that close their episode.
         boot: ``[N, T]`` float32 value of each step's next observation, or None.
         t0: Env step of the chunk's first column (set when the chunk is pushed).
+        stride: Columns allocated per row (``t`` for a record; more for the tail).
+        col0: First used column (the tail's columns ``col0 .. col0 + t - 1``).
     """
 
     data: Dict[str, torch.Tensor]
@@ -46,6 +44,22 @@ class Chunk:
     done: torch.Tensor
     boot: Optional[torch.Tensor] = None
     t0: int = 0
+    stride: int = 0
+    col0: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.stride:
+            self.stride = self.t
+
+    def cols(self, x: torch.Tensor) -> torch.Tensor:
+        """The used columns of a ``[N, stride]`` tensor."""
+        return x if self.col0 == 0 and self.t == self.stride else x[:, self.col0 : self.col0 + self.t]
+
+    def flat_index(self, idx: torch.Tensor) -> torch.Tensor:
+        """Flat storage rows of flat indices into the used ``[N, t]`` columns."""
+        if self.col0 == 0 and self.t == self.stride:
+            return idx
+        return (idx // self.t) * self.stride + self.col0 + idx % self.t
 
 
 @dataclass
@@ -60,7 +74,6 @@ class WritePlan:
         boot: ``[E]`` float32 bootstrap value per episode (0 where unknown), or None.
         forced_ends: ``[k]`` episode-order positions whose step is marked truncated (manual truncation).
         open_start, dropping: the rows' state once the plan is committed.
-        keep_from: Index of the first held chunk still needed afterwards.
     """
 
     sources: List[Tuple[Chunk, torch.Tensor]]
@@ -72,7 +85,6 @@ class WritePlan:
     dropping: torch.Tensor
     forced_ends: Optional[torch.Tensor] = None
     chunk: Optional[Chunk] = None
-    keep_from: int = 0
     stats: List[Tuple[int, float, int]] = field(default_factory=list)
     acc: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
 
@@ -98,7 +110,7 @@ class OpenEpisodes:
     def __init__(self, env_id: str, n: int) -> None:
         self.env_id = env_id
         self.n = int(n)
-        self.chunks: Deque[Chunk] = deque()
+        self.tail: Optional[Chunk] = None
         self.t = 0
         self.open_start = torch.zeros(self.n, dtype=torch.int64)
         self.dropping = torch.zeros(self.n, dtype=torch.bool)
@@ -108,13 +120,18 @@ class OpenEpisodes:
 
     # ------------------------------------------------------------------ queries
 
+    @property
+    def chunks(self) -> List[Chunk]:
+        """The chunks held (the tail, or nothing)."""
+        return [] if self.tail is None else [self.tail]
+
     def _tail_masks(self, open_start: torch.Tensor, rows: torch.Tensor) -> List[Tuple[Chunk, torch.Tensor]]:
-        out = []
-        for c in self.chunks:
-            times = c.t0 + torch.arange(c.t)
-            mask = c.kept & rows[:, None] & (times[None, :] >= open_start[:, None])
-            out.append((c, mask))
-        return out
+        c = self.tail
+        if c is None or c.t == 0:
+            return []
+        times = c.t0 + torch.arange(c.t)
+        mask = c.cols(c.kept) & rows[:, None] & (times[None, :] >= open_start[:, None])
+        return [(c, mask)]
 
     @property
     def pending_transitions(self) -> int:
@@ -139,12 +156,13 @@ class OpenEpisodes:
             idx = mask.reshape(-1).nonzero().squeeze(1)
             if idx.numel() == 0:
                 continue
-            sources.append((c, idx))
+            flat = c.flat_index(idx)
+            sources.append((c, flat))
             rows_l.append(idx // c.t)
             times_l.append(c.t0 + idx % c.t)
-            done_l.append(c.done.reshape(-1).index_select(0, idx))
+            done_l.append(c.done.reshape(-1).index_select(0, flat))
             if has_boot:
-                boot_l.append(c.boot.reshape(-1).index_select(0, idx))
+                boot_l.append(c.boot.reshape(-1).index_select(0, flat))
         n = int(sum(idx.numel() for _, idx in sources))
         if n == 0:
             empty = torch.zeros(0, dtype=torch.int64)
@@ -188,6 +206,14 @@ class OpenEpisodes:
         chunk.t0 = self.t
         n, t = chunk.n, chunk.t
         done = chunk.done
+        if not bool(done.any()) and not bool(raw_done.any()) and (bad is None or not bool(bad.any())):
+            if not bool(self.dropping.any()):  # the common step: nothing closes, nothing to write
+                r = torch.where(valid, raw_reward.to(torch.float64), torch.zeros((), dtype=torch.float64))
+                acc = (self.ret + r.sum(1), self.len + valid.sum(1))
+                empty = torch.zeros(0, dtype=torch.int64)
+                plan = WritePlan([], 0, empty, np.zeros(0, np.int64), None, self.open_start, self.dropping, chunk=chunk)
+                plan.acc = acc
+                return plan
         seg = torch.cumsum(done, 1) - done.long()
         ndone = done.sum(1)
         badseg = torch.zeros(n, t + 1, dtype=torch.bool)
@@ -213,9 +239,7 @@ class OpenEpisodes:
         live = ~self.dropping
         masks = self._tail_masks(self.open_start, live)
         open_start = torch.full((self.n,), self.t, dtype=torch.int64)
-        plan = self._plan(masks, open_start, torch.zeros(self.n, dtype=torch.bool), True, None)
-        plan.keep_from = len(self.chunks)
-        return plan
+        return self._plan(masks, open_start, torch.zeros(self.n, dtype=torch.bool), True, None)
 
     def _episode_stats(self, reward: torch.Tensor, done: torch.Tensor, valid: torch.Tensor):
         """(row, return, length) of the env episodes that end in this chunk, and the new per-row totals."""
@@ -239,20 +263,97 @@ class OpenEpisodes:
     # ------------------------------------------------------------------ committing
 
     def commit(self, plan: WritePlan) -> None:
-        """Apply a plan: advance the rows' open episodes, hold the new chunk, drop chunks no longer needed."""
+        """Apply a plan: advance the rows' open episodes, keep the columns they still need in the tail."""
         self.open_start = plan.open_start
         self.dropping = plan.dropping
         if plan.acc is not None:
             self.ret, self.len = plan.acc
-        for _ in range(plan.keep_from):
-            self.chunks.popleft()
-        if plan.chunk is not None:
-            self.chunks.append(plan.chunk)
-            self.t += plan.chunk.t
+        chunk = plan.chunk
+        end = self.t + (chunk.t if chunk is not None else 0)
         live = ~self.dropping
-        need = int(self.open_start[live].min()) if bool(live.any()) else self.t
-        while self.chunks and self.chunks[0].t0 + self.chunks[0].t <= need:
-            self.chunks.popleft()
+        need = int(self.open_start[live].min()) if bool(live.any()) else end
+        if chunk is not None:
+            self.t = end
+        if need >= end:
+            if self.tail is not None:
+                self.tail.t = 0
+            return
+        self._keep(need, chunk)
+
+    def _keep(self, need: int, chunk: Optional[Chunk]) -> None:
+        """Tail := its columns from env step ``need`` on, then the new chunk's (one slice copy per key)."""
+        tail = self.tail
+        kt, ot = 0, 0
+        if tail is not None and tail.t:
+            ot = max(0, need - tail.t0)
+            kt = max(0, tail.t - ot)
+        oc, kc = 0, 0
+        if chunk is not None:
+            oc = max(0, need - chunk.t0)
+            kc = chunk.t - oc
+        total = kt + kc
+        if (
+            tail is None
+            or total > tail.stride
+            or tail.data.keys() != (chunk.data.keys() if chunk else tail.data.keys())
+        ):
+            stride = max(16, 2 * total)
+            tail = self._alloc(chunk if chunk is not None else tail, stride, tail, ot, kt)
+        elif tail.col0 + ot + kt + kc > tail.stride:  # no room after the used columns: move them to the front
+            for v in tail.data.values():
+                v3 = v.view((self.n, tail.stride) + tuple(v.shape[1:]))
+                v3[:, :kt] = v3[:, tail.col0 + ot : tail.col0 + ot + kt].clone()
+            for name in ("kept", "done", "boot"):
+                x = getattr(tail, name)
+                if x is not None:
+                    x[:, :kt] = x[:, tail.col0 + ot : tail.col0 + ot + kt].clone()
+            tail.col0 = 0
+        else:
+            tail.col0 += ot
+        tail.t0 = need
+        tail.t = kt
+        if kc:
+            a = tail.col0 + kt
+            for k, v in tail.data.items():
+                v3 = v.view((self.n, tail.stride) + tuple(v.shape[1:]))
+                src = chunk.data[k].reshape((self.n, chunk.t) + tuple(v.shape[1:]))
+                v3[:, a : a + kc] = src[:, oc:]
+            tail.kept[:, a : a + kc] = chunk.kept[:, oc:]
+            tail.done[:, a : a + kc] = chunk.done[:, oc:]
+            if tail.boot is not None:
+                tail.boot[:, a : a + kc] = chunk.boot[:, oc:] if chunk.boot is not None else 0.0
+            tail.t = kt + kc
+        self.tail = tail
+
+    def _alloc(self, like: Chunk, stride: int, old: Optional[Chunk], ot: int, kt: int) -> Chunk:
+        n = self.n
+        data = {}
+        for k, v in like.data.items():
+            data[k] = torch.zeros((n * stride,) + tuple(v.shape[1:]), dtype=v.dtype, device=v.device)
+        boot = torch.zeros(n, stride, dtype=torch.float32) if like.boot is not None else None
+        new = Chunk(
+            data,
+            n,
+            0,
+            torch.zeros(n, stride, dtype=torch.bool),
+            torch.zeros(n, stride, dtype=torch.bool),
+            boot,
+            0,
+            stride,
+            0,
+        )
+        if old is not None and kt:
+            a = old.col0 + ot
+            for k, v in data.items():
+                dst = v.view((n, stride) + tuple(v.shape[1:]))
+                src = old.data[k].view((n, old.stride) + tuple(v.shape[1:]))
+                dst[:, :kt] = src[:, a : a + kt]
+            new.kept[:, :kt] = old.kept[:, a : a + kt]
+            new.done[:, :kt] = old.done[:, a : a + kt]
+            if boot is not None and old.boot is not None:
+                boot[:, :kt] = old.boot[:, a : a + kt]
+        return new
 
     def __repr__(self) -> str:
-        return f"OpenEpisodes({self.env_id!r}, n={self.n}, t={self.t}, chunks held={len(self.chunks)})"
+        held = 0 if self.tail is None else self.tail.t
+        return f"OpenEpisodes({self.env_id!r}, n={self.n}, t={self.t}, tail steps={held})"
