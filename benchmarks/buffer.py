@@ -142,11 +142,8 @@ def local_case(name: str, make_chunk: Callable[[int], Dict], capacity: int, reps
 
 
 def sharded_case(name: str, make_chunk: Callable[[int], Dict], capacity: int, rates: Dict[str, float]) -> List[tuple]:
-    from rlightning.utils.utils import InternalFlag
-
-    InternalFlag.set(REMOTE_STORAGE=True)
     chunk = make_chunk(CHUNK)
-    buf = ReplayBuffer(config=BufferConfig(capacity=capacity // 2, seed=0))
+    buf = ReplayBuffer(config=BufferConfig(capacity=capacity // 2, seed=0), remote=True)
     buf.init([], num_storages=2, num_train_workers=1, storage_options={"num_cpus": 1})
     try:
         iters = max(1, min(capacity // CHUNK, 200))
@@ -155,7 +152,6 @@ def sharded_case(name: str, make_chunk: Callable[[int], Dict], capacity: int, ra
         sample_rate = 1 / median_call(lambda: buf.sample(BATCH), sample_iters)
     finally:
         buf.close()
-        InternalFlag.set(REMOTE_STORAGE=False)
     return [
         (f"{name} 2 Ray shards add", add_rate, rates["limit_add"], "transitions/s", False),
         (f"{name} 2 Ray shards sample({BATCH})", sample_rate, rates["limit_sample"], "batches/s", False),

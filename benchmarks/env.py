@@ -43,7 +43,6 @@ from benchmarks.ray_floor import floor_stepper  # noqa: E402
 from rlightning.env import EnvGroup  # noqa: E402
 from rlightning.types import BatchedData, PolicyResponse  # noqa: E402
 from rlightning.utils.config import EnvConfig  # noqa: E402
-from rlightning.utils.utils import InternalFlag  # noqa: E402
 
 ENV = "CartPole-v1"
 NUM_ENVS = (1, 8, 64)
@@ -123,13 +122,8 @@ def measure(
 
 def build_group(num_workers: int, num_envs: int, remote: bool) -> EnvGroup:
     """An initialised group of ``num_workers`` CartPole workers of ``num_envs`` each."""
-    before = InternalFlag.snapshot()
-    InternalFlag.set(REMOTE_ENV=remote)
-    try:
-        group = EnvGroup([EnvConfig(name=ENV, num_envs=num_envs, num_cpus=1) for _ in range(num_workers)])
-        group.init()
-    finally:
-        InternalFlag.set(**before)
+    group = EnvGroup([EnvConfig(name=ENV, num_envs=num_envs, num_cpus=1) for _ in range(num_workers)], remote=remote)
+    group.init()
     return group
 
 

@@ -37,7 +37,7 @@ from rlightning.policy.base_policy import BasePolicy  # noqa: E402
 from rlightning.policy.builder import build_policy_group  # noqa: E402
 from rlightning.types import BatchedData, EnvMeta, EnvRet  # noqa: E402
 from rlightning.utils.config import ClusterConfig, PolicyConfig  # noqa: E402
-from rlightning.utils.utils import InternalFlag  # noqa: E402
+from rlightning.utils.placement import Placement  # noqa: E402
 
 OBS_DIM, N_ACTIONS = 8, 4
 META = EnvMeta("gpu-check-0", gym.spaces.Discrete(N_ACTIONS), gym.spaces.Box(-1, 1, (OBS_DIM,), np.float32), 64)
@@ -97,11 +97,16 @@ def copy_limit(n_params: int, device: str, reps: int) -> float:
 
 
 def check_strategy(strategy: str, sizes: List[int], gpu_each: float, reps: int) -> List[Dict[str, Any]]:
-    InternalFlag.set(REMOTE_TRAIN=True, REMOTE_EVAL=True)
     cluster = ClusterConfig(
         train_worker_num=1, eval_worker_num=1, train_each_gpu_num=gpu_each, eval_each_gpu_num=gpu_each
     )
-    group = build_policy_group(SizedMLPPolicy, PolicyConfig(type="sized_mlp", weight_sync=strategy), cluster, "nccl")
+    group = build_policy_group(
+        SizedMLPPolicy,
+        PolicyConfig(type="sized_mlp", weight_sync=strategy),
+        cluster,
+        "nccl",
+        placement=Placement(remote_train=True, remote_eval=True),
+    )
     rows = []
     try:
         comm = group.stats()["comm"]

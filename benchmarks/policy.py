@@ -34,7 +34,7 @@ from rlightning.policy.base_policy import BasePolicy  # noqa: E402
 from rlightning.policy.builder import build_policy_group  # noqa: E402
 from rlightning.types import BatchedData, EnvMeta, EnvRet  # noqa: E402
 from rlightning.utils.config import ClusterConfig, PolicyConfig  # noqa: E402
-from rlightning.utils.utils import InternalFlag  # noqa: E402
+from rlightning.utils.placement import Placement  # noqa: E402
 
 OBS_DIM, N_ACTIONS = 8, 4
 META = EnvMeta("bench-0", gym.spaces.Discrete(N_ACTIONS), gym.spaces.Box(-1, 1, (OBS_DIM,), np.float32), 16)
@@ -87,10 +87,10 @@ def memcpy_time(n_params: int, reps: int) -> float:
 
 
 def build(strategy: str, remote: bool, cfg_kwargs=None):
-    InternalFlag.set(REMOTE_TRAIN=remote, REMOTE_EVAL=remote)
     cfg = PolicyConfig(type="bench", weight_sync=strategy, **(cfg_kwargs or {}))
     cluster = ClusterConfig(train_worker_num=1, eval_worker_num=1, train_each_cpu_num=0.5, eval_each_cpu_num=0.5)
-    return build_policy_group(BigMLPPolicy, cfg, cluster, backend="gloo")
+    placement = Placement(remote_train=remote, remote_eval=remote)
+    return build_policy_group(BigMLPPolicy, cfg, cluster, backend="gloo", placement=placement)
 
 
 def bench_sync(sizes: List[int], reps: int) -> None:
@@ -125,16 +125,14 @@ def bench_rollout(calls: int) -> None:
     batch = BatchedData([r.env_id for r in rets], rets)
     rows = 8 * 16
 
-    InternalFlag.set(REMOTE_TRAIN=False, REMOTE_EVAL=False)
-    local = build_policy_group("ppo", PolicyConfig(), ClusterConfig(eval_worker_num=1))
+    local = build_policy_group("ppo", PolicyConfig(), ClusterConfig(eval_worker_num=1), placement=Placement())
     local.construct_network(meta, seed=0)
     t_local = median_time(lambda: local.rollout_batch(batch), calls)
     print(f"{'eval workers':>14} {'calls/s':>9} {'rows/s':>10} {'x in-process':>13}")
     print(f"{'in-process':>14} {1 / t_local:>9.0f} {rows / t_local:>10.0f} {1.0:>12.2f}x  (the limit)")
     for n_eval in (1, 2):
-        InternalFlag.set(REMOTE_TRAIN=False, REMOTE_EVAL=True)
         cluster = ClusterConfig(eval_worker_num=n_eval, eval_each_cpu_num=0.5)
-        group = build_policy_group("ppo", PolicyConfig(), cluster)
+        group = build_policy_group("ppo", PolicyConfig(), cluster, placement=Placement(remote_eval=True))
         try:
             group.construct_network(meta, seed=0)
             t = median_time(lambda g=group: g.rollout_batch(batch), calls)

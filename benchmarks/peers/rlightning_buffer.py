@@ -17,7 +17,6 @@ c.set_threads()
 
 from rlightning.buffer import ReplayBuffer  # noqa: E402
 from rlightning.utils.config import BufferConfig  # noqa: E402
-from rlightning.utils.utils import InternalFlag  # noqa: E402
 
 
 def main() -> None:
@@ -27,10 +26,9 @@ def main() -> None:
         from rlightning.utils.ray.runtime import acquire_ray
 
         acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
-        InternalFlag.set(REMOTE_STORAGE=True)
 
     def make(kind, cap, data):
-        buf = ReplayBuffer(config=BufferConfig(capacity=cap // shards, seed=0))
+        buf = ReplayBuffer(config=BufferConfig(capacity=cap // shards, seed=0), remote=shards > 1)
         return buf.init([], num_storages=shards, num_train_workers=1, storage_options={"num_cpus": 1})
 
     c.run_buffer_cases(

@@ -22,7 +22,6 @@ from rlightning.buffer.utils import Storage, StorageFullError
 from rlightning.notebook import Lab
 from rlightning.types import BatchedData, EnvMeta, PolicyResponse
 from rlightning.utils.config import BufferConfig, EnvConfig
-from rlightning.utils.utils import InternalFlag
 from rlightning.widgets import BufferViewWidget, EpisodeTableWidget
 
 torch.manual_seed(0)
@@ -114,15 +113,14 @@ print("slices:", tuple(sliced.sample(3).batch_size))
 # ## 2. A sharded buffer fed by env workers
 #
 # Now the real thing. Four CartPole env workers (Ray actors, 2 sub-envs each) and a replay
-# `DataBuffer` with **two shards**, also Ray actors (`InternalFlag.REMOTE_STORAGE`; in a full
-# config this is `cluster.remote_storage` and `cluster.buffer_worker_num`). Sharding spreads the
+# `DataBuffer` with **two shards**, also Ray actors (`remote=True`; in a full config this is
+# `cluster.remote_storage` and `cluster.buffer_worker_num`). Sharding spreads the
 # writes and the memory over processes or nodes; each env worker always writes to the same shard,
 # so its episodes stay whole.
 
 # %%
 env_group = lab.env_group(EnvConfig(name="CartPole-v1", num_workers=4, num_envs=2, num_cpus=0.5))
-InternalFlag.set(REMOTE_STORAGE=True)
-buffer = lab.data_buffer(BufferConfig(type="replay", capacity=500, seed=0))
+buffer = lab.data_buffer(BufferConfig(type="replay", capacity=500, seed=0), remote=True)
 buffer.init(env_group.env_metas, num_storages=2, num_train_workers=2, storage_options={"num_cpus": 0.25})
 buffer
 

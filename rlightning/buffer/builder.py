@@ -15,6 +15,7 @@ from rlightning.buffer.utils.utils import (
     default_reward_preprocessor,
 )
 from rlightning.utils.config import BufferConfig
+from rlightning.utils.placement import Placement
 from rlightning.utils.registry import BUFFERS
 
 __all__ = ["build_data_buffer"]
@@ -29,6 +30,9 @@ def build_data_buffer(
     policy_resp_preprocess_fn: Optional[Callable] = default_policy_resp_preprocess_fn,
     preprocess_fn: Optional[Callable] = default_preprocess_fn,
     postprocess_fn: Optional[Callable] = default_postprocess_fn,
+    *,
+    remote: Optional[bool] = None,
+    placement: Optional[Placement] = None,
 ) -> DataBuffer:
     """Build a data buffer instance.
 
@@ -41,12 +45,15 @@ def build_data_buffer(
         policy_resp_preprocess_fn: Preprocessing function for policy responses.
         preprocess_fn: General preprocessing function for each timestep.
         postprocess_fn: Post-processing function for completed episodes.
+        remote: Storage shards as Ray actors (True) or in this process (False); None: as ``placement`` says.
+        placement: The run's `Placement`; None with ``remote`` None: ``InternalFlag.REMOTE_STORAGE`` at ``init``.
 
     Returns:
         Configured DataBuffer instance (call ``init`` on it to create the storage shards).
 
     Raises:
         KeyError: an unknown buffer name (the registered ones are listed).
+        TypeError: ``remote`` or ``placement`` of the wrong type.
     """
     import rlightning.buffer  # noqa: F401 - registers the built-in buffers
 
@@ -59,4 +66,6 @@ def build_data_buffer(
         policy_resp_preprocess_fn=policy_resp_preprocess_fn,
         preprocess_fn=preprocess_fn,
         postprocess_fn=postprocess_fn,
+        remote=remote,
+        placement=placement,
     )

@@ -1,7 +1,7 @@
 """`DataBuffer`: the experience store, one local `Storage` or N shards as Ray actors.
 
     buffer = build_data_buffer("replay", cfg.buffer)
-    buffer.init(env_metas, num_storages=2, num_train_workers=2)   # shards are actors if REMOTE_STORAGE
+    buffer.init(env_metas, num_storages=2, num_train_workers=2)   # shards: actors if remote
     buffer.add_batched_transition(env_rets, policy_resps)          # BatchedData, refs allowed
     batches = buffer.sample(256)                                   # one TensorDict per train worker
 
@@ -38,8 +38,8 @@ from rlightning.buffer.utils.utils import (
 from rlightning.types import BatchedData, EnvMeta, EnvRet, is_object_ref
 from rlightning.utils.config import BufferConfig
 from rlightning.utils.logger import get_logger
+from rlightning.utils.placement import Placement, check_placement_args, resolve_placement, with_env_vars
 from rlightning.utils.ray.handle import resolve
-from rlightning.utils.utils import InternalFlag
 
 __all__ = ["DataBuffer", "StorageShardLostError"]
 
@@ -57,6 +57,9 @@ class DataBuffer:
         policy_resp_preprocess_fn: PolicyResponse to the policy half of a step dict.
         preprocess_fn: (EnvRet, PolicyResponse) to a step dict.
         postprocess_fn: Finished episode to stored transitions (e.g. GAE).
+        remote: Storage shards as Ray actors (True) or in this process (False); None: as ``placement`` says.
+        placement: The run's `Placement` (its ``remote_storage``; its actors' ``RLIGHTNING_*`` variables);
+            None with ``remote`` None: as ``InternalFlag.REMOTE_STORAGE`` says when `init` runs.
     """
 
     #: Clear the shards once a sample has consumed them (on-policy buffers).
@@ -71,7 +74,12 @@ class DataBuffer:
         policy_resp_preprocess_fn: Optional[Callable] = default_policy_resp_preprocess_fn,
         preprocess_fn: Optional[Callable] = default_preprocess_fn,
         postprocess_fn: Optional[Callable] = default_postprocess_fn,
+        *,
+        remote: Optional[bool] = None,
+        placement: Optional[Placement] = None,
     ) -> None:
+        check_placement_args(remote, placement)  # InternalFlag is read when init() runs
+        self._placement_args = (remote, placement)
         if isinstance(config, dict):
             config = BufferConfig(**config)
         if not isinstance(config, BufferConfig):
@@ -132,7 +140,7 @@ class DataBuffer:
         storage_options: Optional[Dict[str, Any]] = None,
         component_distribution: Optional[Dict[str, Dict[str, Dict[str, Any]]]] = None,
     ) -> DataBuffer:
-        """Create the storage shards: local objects, or Ray actors when ``InternalFlag.REMOTE_STORAGE``.
+        """Create the storage shards: local objects, or Ray actors as the buffer's ``remote`` / ``placement`` say.
 
         Args:
             env_meta_list: Metadata of the env workers (observation spaces check the data).
@@ -163,7 +171,9 @@ class DataBuffer:
             node_affinity_train=affinity,
         )
         kwargs = self._storage_kwargs(metas)
-        self.shards.launch(kwargs, num_storages, InternalFlag.REMOTE_STORAGE, storage_options)
+        placement = resolve_placement("storage", *self._placement_args)
+        storage_options = with_env_vars(storage_options, placement.env_vars())
+        self.shards.launch(kwargs, num_storages, placement.remote_storage, storage_options)
         self.episode_table = table
         logger.info(
             "data buffer: %d %s shard(s), capacity %d %ss each",

@@ -8,24 +8,11 @@ are none, as with ``cluster.inference="env_workers"``).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from rlightning.utils.utils import InternalFlag
-
 __all__ = ["Evaluator", "evaluate_policy"]
-
-
-@contextlib.contextmanager
-def _local_envs():
-    before = InternalFlag.REMOTE_ENV
-    InternalFlag.REMOTE_ENV = False
-    try:
-        yield
-    finally:
-        InternalFlag.REMOTE_ENV = before
 
 
 class Evaluator:
@@ -46,9 +33,8 @@ class Evaluator:
             from rlightning.env.builder import build_env_group
 
             env_cfg = self.config.env.model_copy(update={"num_workers": 1, "num_envs": num_envs})
-            with _local_envs():
-                group = build_env_group(env_cfg)
-                group.init()
+            group = build_env_group(env_cfg, remote=False)  # local, whatever the training env group's placement
+            group.init()
             self.env_group = group
         return self.env_group
 

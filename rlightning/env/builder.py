@@ -11,6 +11,7 @@ from typing import Callable, List, Optional, Union
 from rlightning.env.env_group import EnvGroup
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.utils.config import EnvConfig
+from rlightning.utils.placement import Placement, check_placement_args
 
 
 def define_env_instance_cfgs(
@@ -42,6 +43,9 @@ def define_env_instance_cfgs(
 def build_env_group(
     env_cfgs: Union[List[EnvConfig], EnvConfig],
     preprocess_fn: Optional[Union[Callable, List[Callable]]] = default_env_preprocess_fn,
+    *,
+    remote: Optional[bool] = None,
+    placement: Optional[Placement] = None,
 ) -> EnvGroup:
     """Build an environment group from configuration.
 
@@ -51,14 +55,17 @@ def build_env_group(
         env_cfgs: Env config(s) to build from.
         preprocess_fn: Preprocess function(s) turning a `PolicyResponse` into the env's action, either a
             single callable or one per env config.
+        remote: Env workers as Ray actors (True) or in this process (False); None: as ``placement`` says.
+        placement: The run's `Placement`; None with ``remote`` None: ``InternalFlag.REMOTE_ENV`` at ``init``.
 
     Returns:
         EnvGroup instance managing the configured environments.
 
     Raises:
-        TypeError: a config is not an `EnvConfig`.
+        TypeError: a config is not an `EnvConfig`; ``remote`` or ``placement`` of the wrong type.
         ValueError: no configs, or a preprocess list whose length differs from the number of configs.
     """
+    check_placement_args(remote, placement)
     if isinstance(env_cfgs, EnvConfig):
         env_cfgs = [env_cfgs]
     if not isinstance(env_cfgs, (list, tuple)) or len(env_cfgs) == 0:
@@ -77,4 +84,6 @@ def build_env_group(
             raise TypeError(f"env_cfgs must hold EnvConfig objects, got {type(env_cfg).__name__}")
         preprocess_fn_list.extend([pre_fn] * env_cfg.num_workers)
         env_instance_cfgs.extend(define_env_instance_cfgs(env_cfg=env_cfg, num_workers=env_cfg.num_workers))
-    return EnvGroup(env_cfg_list=env_instance_cfgs, preprocess_fn=preprocess_fn_list)
+    return EnvGroup(
+        env_cfg_list=env_instance_cfgs, preprocess_fn=preprocess_fn_list, remote=remote, placement=placement
+    )

@@ -35,6 +35,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
 from rlightning.env.base_env import BaseEnv
+from rlightning.env.errors import caller_error
 from rlightning.env.utils.single import SingleEnvVector
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -178,7 +179,7 @@ class GymnasiumEnv(BaseEnv):
     def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> EnvRet:
         """Reset every sub-environment (sub-env ``j`` seeded with ``seed + j``)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ValueError(f"env {self.env_id}: seed must be None or an int >= 0, got {seed!r}")
+            raise caller_error(ValueError(f"env {self.env_id}: seed must be None or an int >= 0, got {seed!r}"))
         obs, info = self.env.reset(seed=None if seed is None else int(seed), options=options)
         ep_return, ep_length = self.episodes.reset()
         self._needs_reset = False
@@ -198,14 +199,21 @@ class GymnasiumEnv(BaseEnv):
     def step(self, policy_resp: PolicyResponse) -> EnvRet:
         """Step every sub-environment with the response's batched action.
 
+        The input checks (and ``preprocess_fn``) raise errors marked as the caller's; whatever the
+        gymnasium env itself raises is an env error (the group recreates this worker).
+
         Raises:
             ValueError: the action is outside the action space (env id, value and space named),
                 the response answers another env, or the env was never reset.
         """
         self.check_policy_resp(policy_resp)
         if self._needs_reset:
-            raise ValueError(f"env {self.env_id}: step() before reset(); call reset() first")
-        action = self._check_action(self.preprocess_fn(policy_resp))
+            raise caller_error(ValueError(f"env {self.env_id}: step() before reset(); call reset() first"))
+        try:
+            action = self._check_action(self.preprocess_fn(policy_resp))
+        except Exception as err:  # noqa: BLE001 - a bad action or preprocess_fn is the caller's bug
+            caller_error(err)
+            raise
         obs, reward, terminated, truncated, info = self.env.step(action)
         # Conversions only where the vector env did not already give the contract's dtypes.
         if type(reward) is not np.ndarray or reward.dtype != _F32:
@@ -221,6 +229,25 @@ class GymnasiumEnv(BaseEnv):
         if self._obs_dtype is not None and type(obs) is np.ndarray and obs.dtype != self._obs_dtype:
             obs = obs.astype(self._obs_dtype)
         return EnvRet(self.env_id, obs, reward, terminated, truncated, info)
+
+    def recreate_env(self, seed: Optional[int] = None) -> EnvRet:
+        """Build the vector env again after its code raised, in this worker, and reset it.
+
+        The group calls this instead of building a new worker (a Ray actor keeps its process and its
+        policy copy). The old vector env is closed if it can be; every sub-env's episode in flight is gone.
+
+        Returns:
+            The reset `EnvRet` of the new sub-environments.
+        """
+        old, self.env = self.env, None
+        if old is not None:
+            try:
+                old.close()
+            except Exception as err:  # noqa: BLE001 - a broken env need not close cleanly
+                logger.debug("%s: closing the vector env that raised failed: %r", self.env_id, err)
+        self.env = self._make_vector_env(self.env_spec)
+        self._needs_reset = True
+        return self.reset(seed=seed)
 
     def _cast_obs(self, obs: Any) -> Any:
         if self._obs_dtype is not None and isinstance(obs, np.ndarray) and obs.dtype != self._obs_dtype:

@@ -18,6 +18,7 @@ from typing import Any, List, Sequence
 
 import numpy as np
 
+from rlightning.env.errors import caller_error
 from rlightning.env.rollout_worker import RolloutResult
 
 __all__ = ["can_step_together", "collect_together"]
@@ -43,23 +44,32 @@ def can_step_together(workers: Sequence[Any]) -> bool:
 def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResult]:
     """Collect ``num_steps`` steps in every worker with one forward pass per step (see `can_step_together`).
 
-    Each worker's inference seconds are its share of the rows. Raises what `RolloutWorker.collect` raises.
+    Each worker's inference seconds are its share of the rows. A worker whose env raises stops there (its
+    result holds the steps before, with ``error`` set) while the others go on. Raises what
+    `RolloutWorker.collect` raises.
     """
     policy = workers[0].policy
     runs = [w.start_rollout(num_steps) for w in workers]
-    bounds, start = [], 0
-    for w in workers:
-        bounds.append((start, start + w.num_envs))
-        start += w.num_envs
-    total = float(start)
-    shares = [(b - a) / total for a, b in bounds]
+    active = list(zip(workers, runs))
     clock = time.perf_counter
     for _ in range(runs[0].num_steps):
+        if not active:
+            break
+        sizes = [w.num_envs for w, _ in active]
+        total = float(sum(sizes))
         t0 = clock()
-        obs = np.concatenate([r.env_ret.observation for r in runs], axis=0)
-        out = policy.compute_actions(obs, deterministic=policy.deterministic)
+        obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
+        try:
+            out = policy.compute_actions(obs, deterministic=policy.deterministic)
+        except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
+            caller_error(err)
+            raise
         spent = clock() - t0
-        for w, run, (a, b), share in zip(workers, runs, bounds, shares):
-            run.inference += spent * share
-            w.step_rollout(run, {k: v[a:b] for k, v in out.items()})
+        still, start = [], 0
+        for (w, run), n in zip(active, sizes):
+            run.inference += spent * n / total
+            if w.step_rollout(run, {k: v[start : start + n] for k, v in out.items()}):
+                still.append((w, run))
+            start += n
+        active = still
     return [w.finish_rollout(run) for w, run in zip(workers, runs)]

@@ -24,13 +24,16 @@ are read (`RolloutResult.record`).
 
 from __future__ import annotations
 
+import pickle
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from rlightning.env.base_env import BaseEnv
+from rlightning.env.errors import caller_error, is_caller_error
 from rlightning.env.utils.episodes import EpisodeIds, episode_report
 from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -58,6 +61,8 @@ class RolloutResult:
         env_step_s: Seconds spent stepping the env and writing the record.
         episode_returns: Returns of the episodes that finished during the rollout.
         episode_lengths: Their lengths.
+        error: The exception the env's own ``step`` raised (the arrays then hold the steps before it; the
+            group recreates the worker); None otherwise.
     """
 
     env_id: str
@@ -69,6 +74,7 @@ class RolloutResult:
     env_step_s: float = 0.0
     episode_returns: List[float] = field(default_factory=list)
     episode_lengths: List[int] = field(default_factory=list)
+    error: Optional[BaseException] = None
 
     @property
     def record(self) -> Any:
@@ -89,7 +95,7 @@ class RolloutResult:
 class _Rollout:
     """A rollout in progress: its writer, its result, and where the env stands."""
 
-    __slots__ = ("writer", "result", "version", "env_ret", "num_steps", "steps", "inference", "stepping")
+    __slots__ = ("writer", "result", "version", "env_ret", "num_steps", "steps", "inference", "stepping", "error")
 
     def __init__(self, writer: RecordWriter, result: RolloutResult, version: int, env_ret: EnvRet) -> None:
         self.writer = writer
@@ -100,6 +106,7 @@ class _Rollout:
         self.steps = 0
         self.inference = 0.0
         self.stepping = 0.0
+        self.error: Optional[BaseException] = None
 
 
 class RolloutWorker:
@@ -177,6 +184,13 @@ class RolloutWorker:
         env_ret = self.step(policy_resp)
         return env_ret, episode_report(env_ret)
 
+    def recreate_env(self, seed: Optional[int] = None) -> EnvRet:
+        """Rebuild the env in place after its code raised (``env.recreate_env``) and return its reset EnvRet."""
+        env_ret = self.env.recreate_env(seed=seed)
+        self._current = env_ret
+        self._episode_ids.reset()
+        return env_ret
+
     def episode_stats(self) -> Dict[str, Any]:
         """The env's plain snapshot: env id, ``num_envs``, env steps and finished episodes."""
         return self.env.episode_stats()
@@ -212,7 +226,7 @@ class RolloutWorker:
         from rlightning.policy.base_policy import BasePolicy, PolicyRole
 
         if not (isinstance(policy_cls, type) and issubclass(policy_cls, BasePolicy)):
-            raise TypeError(f"attach_policy needs a BasePolicy subclass, got {policy_cls!r}")
+            raise caller_error(TypeError(f"attach_policy needs a BasePolicy subclass, got {policy_cls!r}"))
         policy = policy_cls(policy_config, role_type=PolicyRole.EVAL, worker_index=self.worker_index)
         result = policy.setup(env_meta, seed)
         self._policy = policy
@@ -224,9 +238,11 @@ class RolloutWorker:
 
     def _require_policy(self, what: str) -> Any:
         if self._policy is None:
-            raise RuntimeError(
-                f"env {self.env_id}: {what} needs a policy in the env worker; "
-                "call attach_policy first (cluster.inference='env_workers' does it)"
+            raise caller_error(
+                RuntimeError(
+                    f"env {self.env_id}: {what} needs a policy in the env worker; "
+                    "call attach_policy first (cluster.inference='env_workers' does it)"
+                )
             )
         return self._policy
 
@@ -290,6 +306,10 @@ class RolloutWorker:
         Each step: one batched forward of the policy copy on the observation, one vector step of the
         env, one write per key into the preallocated record.
 
+        An exception of the env's own ``step`` ends the rollout early: the result holds the steps before
+        it and the exception in ``error`` (the group recreates the worker). Every other failure (the
+        policy copy's, a bad argument, outputs that do not fit the record) is the caller's: raised.
+
         Raises:
             RuntimeError: no policy attached, or the env was never reset.
             ValueError: ``num_steps`` below 1; an observation or policy output without the leading
@@ -301,12 +321,17 @@ class RolloutWorker:
         fast, clock = self._fast_acting, time.perf_counter
         for _ in range(run.num_steps):
             t0 = clock()
-            if fast:
-                out = policy.compute_actions(run.env_ret.observation, deterministic=policy.deterministic)
-            else:
-                out = policy.rollout_batch([run.env_ret])[0].to_dict()
+            try:
+                if fast:
+                    out = policy.compute_actions(run.env_ret.observation, deterministic=policy.deterministic)
+                else:
+                    out = policy.rollout_batch([run.env_ret])[0].to_dict()
+            except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
+                caller_error(err)
+                raise
             run.inference += clock() - t0
-            self.step_rollout(run, out)
+            if not self.step_rollout(run, out):
+                break
         return self.finish_rollout(run)
 
     def start_rollout(self, num_steps: int) -> _Rollout:
@@ -317,34 +342,56 @@ class RolloutWorker:
         """
         policy = self._require_policy("collect")
         if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
-            raise ValueError(f"collect: num_steps must be an int >= 1, got {num_steps!r}")
+            raise caller_error(ValueError(f"collect: num_steps must be an int >= 1, got {num_steps!r}"))
         env_ret = self._current
         if env_ret is None:
-            raise RuntimeError(f"env {self.env_id}: collect before reset(); reset the env first")
+            raise caller_error(RuntimeError(f"env {self.env_id}: collect before reset(); reset the env first"))
         if isinstance(env_ret, MultiAgentEnvRet) or isinstance(env_ret.last_reward, dict):
-            raise TypeError(
-                f"env {self.env_id}: whole-rollout collection takes single-agent envs; a multi-agent env acts "
-                "per step (cluster.inference='eval_workers')"
+            raise caller_error(
+                TypeError(
+                    f"env {self.env_id}: whole-rollout collection takes single-agent envs; a multi-agent env "
+                    "acts per step (cluster.inference='eval_workers')"
+                )
             )
         num_steps = int(num_steps)
-        writer = RecordWriter(self.env_id, self.num_envs, num_steps, env_ret.observation, start_done_flags(env_ret))
+        try:
+            writer = RecordWriter(self.env_id, self.num_envs, num_steps, env_ret.observation, start_done_flags(env_ret))
+        except (TypeError, ValueError) as err:
+            caller_error(err)
+            raise
         result = RolloutResult(self.env_id, num_steps=num_steps, num_envs=self.num_envs)
         return _Rollout(writer, result, int(policy.weight_version), env_ret)
 
-    def step_rollout(self, run: _Rollout, out: Dict[str, Any]) -> None:
-        """One step of ``run``: act with the policy outputs ``out`` (``action`` and extras, ``[N, ...]``)."""
+    def step_rollout(self, run: _Rollout, out: Dict[str, Any]) -> bool:
+        """One step of ``run``: act with the policy outputs ``out`` (``action`` and extras, ``[N, ...]``).
+
+        Returns:
+            False when the env's own ``step`` raised: ``run`` ends there, the exception in its ``error``.
+        """
         t1 = time.perf_counter()
         t = run.steps
-        env_ret = self.env.step(PolicyResponse(self.env_id, weight_version=run.version, **out))
+        try:
+            env_ret = self.env.step(PolicyResponse(self.env_id, weight_version=run.version, **out))
+        except Exception as err:  # noqa: BLE001 - the env's own failure ends the rollout; the group recreates it
+            if is_caller_error(err):
+                raise
+            run.error = _portable_error(err, self.env_id)
+            run.stepping += time.perf_counter() - t1
+            return False
         self._current = run.env_ret = env_ret  # whatever fails next, the env moved on
         term, trunc = env_ret.last_terminated, env_ret.last_truncated
-        run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
+        try:
+            run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
+        except (KeyError, TypeError, ValueError) as err:
+            caller_error(err)
+            raise
         if (term.any() or trunc.any()) if type(term) is np.ndarray else np.any(term) or np.any(trunc):
             returns, lengths = episode_report(env_ret)
             run.result.episode_returns.extend(returns)
             run.result.episode_lengths.extend(lengths)
         run.steps = t + 1
         run.stepping += time.perf_counter() - t1
+        return True
 
     def finish_rollout(self, run: _Rollout) -> RolloutResult:
         """End ``run``: its arrays (the steps taken), timing and episode statistics."""
@@ -355,7 +402,20 @@ class RolloutWorker:
         result.weight_version = run.version
         result.inference_s = run.inference
         result.env_step_s = run.stepping + (time.perf_counter() - t0)
+        result.error = run.error
         return result
 
     def __repr__(self) -> str:
         return f"RolloutWorker({self.env!r}, policy={type(self._policy).__name__ if self._policy else None})"
+
+
+def _portable_error(err: BaseException, env_id: Optional[str]) -> BaseException:
+    """``err`` with the worker's traceback as a note, made picklable (it travels back in a `RolloutResult`)."""
+    trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    note = f"raised in env worker {env_id}:\n{trace}"
+    try:
+        err.add_note(note)
+        pickle.dumps(err)
+        return err
+    except Exception:  # noqa: BLE001 - an exception that does not pickle travels as its type and text
+        return RuntimeError(f"{type(err).__module__}.{type(err).__name__}: {err}\n{note}")

@@ -74,6 +74,11 @@ def _use_token(token: Optional[str], token_file: Optional[str]) -> None:
         logger.debug("could not refresh Ray's config: %s", err)
 
 
+def _check_remote(remote: Any) -> None:
+    if not isinstance(remote, bool):
+        raise TypeError(f"remote must be True (Ray actors) or False (in this process), got {remote!r}")
+
+
 class Lab:
     """A lease on a Ray runtime plus everything built through it.
 
@@ -233,14 +238,16 @@ class Lab:
             piece.close()
 
     def env_group(self, env_cfg: EnvConfig, name: str = "env_group", remote: bool = True) -> Any:
-        """Build and init an `EnvGroup` on its own (replacing an earlier one of that name)."""
+        """Build and init an `EnvGroup` on its own (replacing an earlier one of that name).
+
+        ``remote``: the env workers are Ray actors (default) or objects in this process.
+        """
         self._check_open()
         from rlightning.env.builder import build_env_group
-        from rlightning.utils.utils import InternalFlag
 
+        _check_remote(remote)
         self._close_named(name)
-        InternalFlag.set(REMOTE_ENV=remote)
-        group = build_env_group(env_cfg)
+        group = build_env_group(env_cfg, remote=remote)
         group.init()
         self._pieces[name] = group
         return group
@@ -253,11 +260,15 @@ class Lab:
         name: str = "policy_group",
         remote: bool = True,
     ) -> Any:
-        """Build a `PolicyGroup`; ``gpus`` is the GPUs per train and per eval worker (a GPU policy group)."""
+        """Build a `PolicyGroup`; ``gpus`` is the GPUs per train and per eval worker (a GPU policy group).
+
+        ``remote``: the train and eval workers are Ray actors (default) or objects in this process.
+        """
         self._check_open()
         from rlightning.policy.builder import build_policy_group
-        from rlightning.utils.utils import InternalFlag
+        from rlightning.utils.placement import Placement
 
+        _check_remote(remote)
         cluster = (cluster_cfg or ClusterConfig()).model_copy()
         if gpus:
             cluster.train_each_gpu_num = gpus
@@ -267,18 +278,25 @@ class Lab:
             f"policy group {name!r}",
         )
         self._close_named(name)
-        InternalFlag.set(REMOTE_TRAIN=remote, REMOTE_EVAL=remote)
-        group = build_policy_group(policy_cfg.type, policy_cfg, cluster, backend="nccl" if gpus else "gloo")
+        placement = Placement.from_cluster_config(cluster).replace(remote_train=remote, remote_eval=remote)
+        group = build_policy_group(
+            policy_cfg.type, policy_cfg, cluster, backend="nccl" if gpus else "gloo", placement=placement
+        )
         self._pieces[name] = group
         return group
 
-    def data_buffer(self, buffer_cfg: BufferConfig, name: str = "data_buffer", **fns: Any) -> Any:
-        """Build a `DataBuffer` (call its ``init(env_metas, env_ids, ...)`` next)."""
+    def data_buffer(self, buffer_cfg: BufferConfig, name: str = "data_buffer", remote: bool = True, **fns: Any) -> Any:
+        """Build a `DataBuffer` (call its ``init(env_metas, env_ids, ...)`` next).
+
+        ``remote``: its storage shards are Ray actors (default) or objects in this process;
+        ``fns``: the pre/post-process functions of ``build_data_buffer``.
+        """
         self._check_open()
         from rlightning.buffer.builder import build_data_buffer
 
+        _check_remote(remote)
         self._close_named(name)
-        buffer = build_data_buffer(buffer_cfg.type, buffer_cfg, **fns)
+        buffer = build_data_buffer(buffer_cfg.type, buffer_cfg, remote=remote, **fns)
         self._pieces[name] = buffer
         return buffer
 

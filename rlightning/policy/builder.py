@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict, List, Type, Union
+from typing import Any, Dict, List, Optional, Type, Union
 
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.comm import BACKENDS
 from rlightning.policy.policy_group import PolicyGroup
 from rlightning.utils.config import ClusterConfig, PolicyConfig
 from rlightning.utils.logger import get_logger
+from rlightning.utils.placement import Placement, resolve_placement
 from rlightning.utils.ray.launcher import launch_ray_actor
 from rlightning.utils.ray.remote_class import DistributedMixin
 from rlightning.utils.registry import POLICIES
-from rlightning.utils.utils import InternalFlag
 
 logger = get_logger(__name__)
 
@@ -39,11 +39,12 @@ def resolve_policy_class(policy_cls: Union[str, Type[BasePolicy]]) -> Type[BaseP
     raise TypeError(f"policy_cls must be a registered name or a BasePolicy subclass, got {policy_cls!r}")
 
 
-def check_gpu_request(cluster_cfg: ClusterConfig) -> Dict[str, float]:
+def check_gpu_request(cluster_cfg: ClusterConfig, placement: Optional[Placement] = None) -> Dict[str, float]:
     """Fail before launching anything when more GPUs are asked for than exist.
 
     Remote workers are compared with ``ray.cluster_resources()['GPU']``; local
-    workers with the GPUs torch sees in this process.
+    workers with the GPUs torch sees in this process. Which workers are remote:
+    ``placement`` (None: as `InternalFlag` says).
 
     Returns:
         ``asked_remote``, ``available_remote``, ``asked_local``, ``available_local``.
@@ -52,10 +53,11 @@ def check_gpu_request(cluster_cfg: ClusterConfig) -> Dict[str, float]:
         ValueError: naming what was asked for (and by whom) and what is available.
     """
     c = cluster_cfg
+    p = resolve_placement("train", None, placement)
     train_gpus = c.train_worker_num * c.train_each_gpu_num
     eval_gpus = c.eval_worker_num * c.eval_each_gpu_num
-    asked_remote = (train_gpus if InternalFlag.REMOTE_TRAIN else 0.0) + (eval_gpus if InternalFlag.REMOTE_EVAL else 0.0)
-    asked_local = (0.0 if InternalFlag.REMOTE_TRAIN else train_gpus) + (0.0 if InternalFlag.REMOTE_EVAL else eval_gpus)
+    asked_remote = (train_gpus if p.remote_train else 0.0) + (eval_gpus if p.remote_eval else 0.0)
+    asked_local = (0.0 if p.remote_train else train_gpus) + (0.0 if p.remote_eval else eval_gpus)
     detail = (
         f"train_worker_num={c.train_worker_num} x train_each_gpu_num={c.train_each_gpu_num} + "
         f"eval_worker_num={c.eval_worker_num} x eval_each_gpu_num={c.eval_each_gpu_num}"
@@ -84,14 +86,22 @@ def check_gpu_request(cluster_cfg: ClusterConfig) -> Dict[str, float]:
     return out
 
 
-def _launch(cls: type, policy_cfg: PolicyConfig, role: PolicyRole, index: int, num_cpus: float, num_gpus: float):
+def _launch(
+    cls: type,
+    policy_cfg: PolicyConfig,
+    role: PolicyRole,
+    index: int,
+    num_cpus: float,
+    num_gpus: float,
+    env_vars: Dict[str, str],
+):
     name = f"policy-{role}-{policy_cfg.type}-{str(uuid.uuid4())[:8]}"
     options: Dict[str, Any] = {
         "num_gpus": num_gpus,
         "num_cpus": num_cpus,
         "name": name,
         "namespace": "policy",
-        "runtime_env": {"env_vars": InternalFlag.get_env_vars()},
+        "runtime_env": {"env_vars": dict(env_vars)},
     }
     if role is PolicyRole.EVAL and policy_cfg.rollout_mode == "async":
         options["max_concurrency"] = policy_cfg.max_concurrency
@@ -104,13 +114,16 @@ def build_policy_group(
     cluster_cfg: ClusterConfig,
     backend: str = "nccl",
     is_colocated: bool = False,
+    *,
+    placement: Optional[Placement] = None,
 ) -> PolicyGroup:
     """Build a policy group with train and eval workers.
 
-    Workers are Ray actors when ``InternalFlag.REMOTE_TRAIN`` / ``REMOTE_EVAL``
-    say so (``num_gpus`` = ``train_each_gpu_num`` / ``eval_each_gpu_num``; async
-    eval workers get ``max_concurrency``), local objects otherwise. The networks
-    are built later, by ``PolicyGroup.construct_network(env_meta)``.
+    Workers are Ray actors when ``placement.remote_train`` / ``remote_eval``
+    (no placement: ``InternalFlag.REMOTE_TRAIN`` / ``REMOTE_EVAL`` now) say so
+    (``num_gpus`` = ``train_each_gpu_num`` / ``eval_each_gpu_num``; async eval
+    workers get ``max_concurrency``), local objects otherwise. The networks are
+    built later, by ``PolicyGroup.construct_network(env_meta)``.
 
     Args:
         policy_cls: Name of the policy class registered in ``POLICIES`` (or the class).
@@ -118,13 +131,15 @@ def build_policy_group(
         cluster_cfg: Cluster configuration object.
         backend: Communication backend for distributed training (``nccl`` falls back to gloo without GPUs).
         is_colocated: If True, only initialize training policies for comm groups.
+        placement: The run's `Placement` (which workers are actors; their ``RLIGHTNING_*`` variables);
+            None: as `InternalFlag` says.
 
     Returns:
         PolicyGroup containing configured train and eval workers.
 
     Raises:
         KeyError: an unregistered policy type.
-        TypeError: a config of the wrong type.
+        TypeError: a config (or ``placement``) of the wrong type.
         ValueError: an unknown backend, more GPUs asked than available, or several local train workers.
     """
     if not isinstance(policy_cfg, PolicyConfig):
@@ -135,12 +150,14 @@ def build_policy_group(
         raise ValueError(f"backend={backend!r} is not a torch.distributed backend here; use one of {BACKENDS}")
     cls = resolve_policy_class(policy_cls)
     c = cluster_cfg
-    if c.train_worker_num > 1 and not InternalFlag.REMOTE_TRAIN:
+    p = resolve_placement("train", None, placement)
+    env_vars = p.env_vars()
+    if c.train_worker_num > 1 and not p.remote_train:
         raise ValueError(
             f"train_worker_num={c.train_worker_num} needs remote train workers (one process each for DDP); "
             "set cluster.remote_train=True or train_worker_num=1"
         )
-    check_gpu_request(c)
+    check_gpu_request(c, p)
     train_cls = create_distributed_policy_class(cls, role_type=PolicyRole.TRAIN)
     eval_cls = create_distributed_policy_class(cls, role_type=PolicyRole.EVAL)
     train_workers: List[Any] = []
@@ -148,34 +165,40 @@ def build_policy_group(
     group = None
     try:
         for i in range(c.train_worker_num):
-            if InternalFlag.REMOTE_TRAIN:
+            if p.remote_train:
                 train_workers.append(
-                    _launch(train_cls, policy_cfg, PolicyRole.TRAIN, i, c.train_each_cpu_num, c.train_each_gpu_num)
+                    _launch(
+                        train_cls, policy_cfg, PolicyRole.TRAIN, i, c.train_each_cpu_num, c.train_each_gpu_num, env_vars
+                    )
                 )
             else:
                 worker = cls(policy_cfg, role_type=PolicyRole.TRAIN, worker_index=i)
                 worker.setup_resources(num_cpus=c.train_each_cpu_num, num_gpus=c.train_each_gpu_num)
                 train_workers.append(worker)
         for i in range(c.eval_worker_num):
-            if InternalFlag.REMOTE_EVAL:
+            if p.remote_eval:
                 eval_workers.append(
-                    _launch(eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num)
+                    _launch(
+                        eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num, env_vars
+                    )
                 )
             else:
                 worker = cls(policy_cfg, role_type=PolicyRole.EVAL, worker_index=i)
                 worker.setup_resources(num_cpus=c.eval_each_cpu_num, num_gpus=c.eval_each_gpu_num)
                 eval_workers.append(worker)
         group = PolicyGroup(train_policy_list=train_workers, eval_policy_list=eval_workers, config=policy_cfg)
-        if InternalFlag.REMOTE_EVAL:
+        if p.remote_eval:
             group.set_eval_relauncher(
-                lambda i: _launch(eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num)
+                lambda i: _launch(
+                    eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num, env_vars
+                )
             )
         colocated = bool(is_colocated or c.is_colocated)
         group.init_placement_info(is_colocated=colocated)
         # weight_buffer initialization must be after placement info initialization
         if train_workers:
             group.init_weight_buffer()
-        if InternalFlag.REMOTE_TRAIN or InternalFlag.REMOTE_EVAL:
+        if p.remote_train or p.remote_eval:
             group.init_comm_group(backend=backend, is_colocated=colocated)
     except BaseException:
         if group is not None:

@@ -19,13 +19,14 @@ from rlightning.policy.builder import build_policy_group, create_distributed_pol
 from rlightning.policy.policy_group import PolicyGroup
 from rlightning.utils.config import MainConfig
 from rlightning.utils.logger import get_logger
+from rlightning.utils.placement import Placement
 from rlightning.utils.registry import BUFFERS, ENGINE, POLICIES
-from rlightning.utils.utils import InternalFlag
 from rlightning.utils.validate import acting_cluster, validate_config
 
 logger = get_logger(__name__)
 
 __all__ = [
+    "Placement",
     "RunParts",
     "build_data_buffer",
     "build_engine",
@@ -63,14 +64,18 @@ class RunParts(NamedTuple):
 
 
 def build_run(config: MainConfig, **buffer_fns: Any) -> RunParts:
-    """Validate ``config`` (before any actor starts), set the REMOTE_* flags, and build all parts.
+    """Validate ``config`` (before any actor starts) and build all parts where ``config.cluster`` places them.
+
+    The run's `Placement` (``Placement.from_cluster_config(config.cluster)``) is passed to each builder;
+    `InternalFlag` is neither read nor changed, so runs built one after another in one process with
+    different placements do not affect each other.
 
     Args:
         config: The run's config.
         **buffer_fns: Optional pre/post-process functions for ``build_data_buffer``.
     """
     validate_config(config)
-    InternalFlag.from_cluster_config(config.cluster)
+    placement = Placement.from_cluster_config(config.cluster)
     policy_cls = POLICIES.get(config.policy.type)
     fns: Dict[str, Any] = dict(buffer_fns)
     post = getattr(policy_cls, "buffer_postprocess_fn", None)
@@ -81,12 +86,14 @@ def build_run(config: MainConfig, **buffer_fns: Any) -> RunParts:
     BUFFERS.get(config.buffer.type)
     built = []
     try:
-        env_group = build_env_group(config.env)
+        env_group = build_env_group(config.env, placement=placement)
         built.append(env_group)
         cluster = acting_cluster(config)  # env workers that act need no eval worker
-        policy_group = build_policy_group(config.policy.type, config.policy, cluster, backend=_backend(config))
+        policy_group = build_policy_group(
+            config.policy.type, config.policy, cluster, backend=_backend(config), placement=placement
+        )
         built.append(policy_group)
-        buffer = build_data_buffer(config.buffer.type, config.buffer, **fns)
+        buffer = build_data_buffer(config.buffer.type, config.buffer, placement=placement, **fns)
         built.append(buffer)
         engine = build_engine(config, env_group, policy_group, buffer)
     except BaseException:

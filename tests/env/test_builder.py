@@ -13,7 +13,8 @@ def test_signatures_match_the_seed():
     sig = inspect.signature(define_env_instance_cfgs)
     assert list(sig.parameters) == ["env_cfg", "num_workers"] and sig.parameters["num_workers"].default == 1
     sig = inspect.signature(build_env_group)
-    assert list(sig.parameters) == ["env_cfgs", "preprocess_fn"]
+    # the seed's parameters, in order; the placement arguments added after them are keyword-only
+    assert [n for n, p in sig.parameters.items() if p.kind is not p.KEYWORD_ONLY] == ["env_cfgs", "preprocess_fn"]
     assert sig.parameters["preprocess_fn"].default is default_env_preprocess_fn
 
 

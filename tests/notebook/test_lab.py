@@ -54,3 +54,32 @@ def test_build_rejects_non_config(ray_runtime):
             lab.build({"engine": "syncrl"})
     finally:
         lab.shutdown()
+
+
+@pytest.mark.ray
+def test_lab_pieces_take_their_placement_from_arguments_not_flags(ray_runtime, monkeypatch):
+    import os
+
+    from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig
+    from rlightning.utils.utils import InternalFlag
+
+    for name in InternalFlag.NAMES:
+        monkeypatch.setenv(f"RLIGHTNING_{name}", "0")
+    before = {k: v for k, v in os.environ.items() if k.startswith("RLIGHTNING_")}
+    lab = Lab.local()
+    try:
+        remote_envs = lab.env_group(EnvConfig(num_envs=1, num_cpus=0.25), name="remote_envs")
+        local_envs = lab.env_group(EnvConfig(num_envs=1), name="local_envs", remote=False)
+        assert remote_envs.is_remote is True and local_envs.is_remote is False
+        local_buffer = lab.data_buffer(BufferConfig(capacity=16), name="local_buffer", remote=False)
+        local_buffer.init(local_envs.env_metas)
+        remote_buffer = lab.data_buffer(BufferConfig(capacity=16), name="remote_buffer")
+        remote_buffer.init(remote_envs.env_metas, storage_options={"num_cpus": 0.25})
+        assert local_buffer.is_remote is False and remote_buffer.is_remote is True
+        policies = lab.policy_group(PolicyConfig(), ClusterConfig(eval_each_cpu_num=0.25), remote=False)
+        assert not any(w.is_remote for w in policies.train_workers + policies.eval_workers)
+        assert {k: v for k, v in os.environ.items() if k.startswith("RLIGHTNING_")} == before  # no flag flipped
+        with pytest.raises(TypeError, match=r"remote must be True \(Ray actors\) or False \(in this process\), got 1"):
+            lab.env_group(EnvConfig(), name="bad", remote=1)
+    finally:
+        lab.shutdown()
