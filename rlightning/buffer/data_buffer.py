@@ -35,7 +35,7 @@ from rlightning.buffer.utils.utils import (
     default_preprocess_fn,
     default_reward_preprocessor,
 )
-from rlightning.types import BatchedData, EnvMeta, EnvRet, is_object_ref
+from rlightning.types import BatchedData, EnvMeta, EnvRet, is_object_ref, record_env_id
 from rlightning.utils.config import BufferConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.placement import Placement, check_placement_args, resolve_placement, with_env_vars
@@ -273,6 +273,47 @@ class DataBuffer:
             if env_id not in known[table.get_storage_idx_for_env(env_id)]:
                 table.forget_env(env_id)
 
+    def add_rollout(self, td: TensorDict) -> None:
+        """Add one rollout record (``[N]`` or ``[N, T]``, see `rlightning.types.record`) to its env's shard.
+
+        Routed by the record's ``env_id`` through the episode table; validated and written by the shard
+        (`Storage.add_rollout`).
+
+        Raises:
+            TypeError: not a TensorDict, or no string ``env_id``.
+            ValueError, KeyError: a malformed record (nothing of it is stored).
+        """
+        self.add_rollouts([td])
+
+    def add_rollouts(self, tds: Sequence[TensorDict]) -> None:
+        """Add several records (of one or more envs): one call per shard, in order within each shard.
+
+        Raises:
+            TypeError, ValueError, KeyError: as `add_rollout`; every valid record is stored, then the first
+                error is raised.
+        """
+        t0 = time.perf_counter()
+        groups: Dict[int, List[TensorDict]] = {}
+        ids = []
+        for i, td in enumerate(tds):
+            if not isinstance(td, TensorDict):
+                raise TypeError(f"add_rollout record {i} must be a tensordict.TensorDict, got {type(td).__name__}")
+            env_id = record_env_id(td)
+            if env_id is None:
+                raise TypeError(
+                    f"add_rollout record {i} needs the env worker's id: record.set_non_tensor('env_id', '<env id>')"
+                )
+            ids.append(env_id)
+        new_ids = self._new_env_ids(ids)
+        for env_id, td in zip(ids, tds):
+            groups.setdefault(self._shard_of(env_id), []).append(td)
+        try:
+            self.shards.dispatch({s: ("add_rollouts", tuple(g)) for s, g in groups.items()}, [])
+        except Exception:
+            self._forget_rejected(new_ids)
+            raise
+        self._timer.add("add_rollout", time.perf_counter() - t0)
+
     def add_transition(self, env_ret: Any, policy_resp: Any) -> None:
         """Add one env step (an EnvRet and the PolicyResponse that answers it).
 
@@ -281,7 +322,7 @@ class DataBuffer:
             ValueError, KeyError: an invalid step (see `add_batched_transition`); nothing of it is stored.
         """
         if not is_object_ref(env_ret) and not isinstance(env_ret, EnvRet):
-            raise TypeError(f"add_transition expects an EnvRet, got {type(env_ret).__name__}")
+            raise TypeError(f"add_transition env_ret must be an EnvRet, got {type(env_ret).__name__}")
         env_id = getattr(policy_resp, "env_id", None) if is_object_ref(env_ret) else env_ret.env_id
         if env_id is None:
             env_ret, policy_resp = resolve([env_ret, policy_resp])

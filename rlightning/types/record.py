@@ -51,6 +51,7 @@ __all__ = [
     "VALUE",
     "record_env_id",
     "record_from_steps",
+    "record_leaves",
     "space_spec",
     "step_arrays",
     "step_to_record",
@@ -472,6 +473,58 @@ def response_arrays(
     return out
 
 
+def record_leaves(
+    step: Mapping[Any, np.ndarray],
+    next_step: Mapping[Any, np.ndarray],
+    episode_id: Any = None,
+    valid: Any = None,
+) -> Tuple[int, Dict[Tuple[str, ...], Any]]:
+    """The converter's core: the ``[N]`` record of one step as ``(N, {record key: tensor})``.
+
+    ``step`` holds the observation the action was chosen on and the action with its extras;
+    ``next_step`` the next observation and the reward and flags of that action (and, when it
+    has ``value``, the value of the next observation, kept as ``next.value``). ``valid``
+    defaults to "the row was not done at ``step``". Arrays are shared, not copied.
+    """
+    import torch
+
+    def tensor(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return a
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    out: Dict[Tuple[str, ...], Any] = {}
+    n = None
+    for k, v in step.items():
+        if k in (REWARD, TERMINATED, TRUNCATED):
+            continue
+        t = tensor(v)
+        key = _key(k)
+        out[key] = t
+        if key[0] == OBS and n is None:
+            n = int(t.shape[0])
+    for k, v in next_step.items():
+        key = _key(k)
+        if key[0] == OBS:
+            out[(NEXT,) + key] = tensor(v)
+    if n is None:
+        raise RecordKeyError(f"the step has no observation (keys {sorted(map(str, step))})")
+    term = tensor(np.asarray(next_step[TERMINATED], dtype=bool))
+    trunc = tensor(np.asarray(next_step[TRUNCATED], dtype=bool))
+    if valid is None:
+        valid = ~(np.asarray(step[TERMINATED], dtype=bool) | np.asarray(step[TRUNCATED], dtype=bool))
+    out[NEXT_REWARD] = tensor(np.asarray(next_step[REWARD], dtype=np.float32))
+    out[NEXT_TERMINATED] = term
+    out[NEXT_TRUNCATED] = trunc
+    out[NEXT_DONE] = term | trunc
+    if VALUE in next_step:
+        out[NEXT_VALUE] = tensor(np.asarray(next_step[VALUE])).reshape(n, -1)[:, 0].to(torch.float32)
+    out[(VALID,)] = tensor(np.asarray(valid, dtype=bool).reshape(n))
+    ids = np.zeros(n, np.int64) if episode_id is None else np.asarray(episode_id, dtype=np.int64).reshape(n)
+    out[(EPISODE_ID,)] = tensor(ids)
+    return n, out
+
+
 def record_from_steps(
     step: Mapping[Any, np.ndarray],
     next_step: Mapping[Any, np.ndarray],
@@ -479,50 +532,13 @@ def record_from_steps(
     episode_id: Any = None,
     valid: Any = None,
 ) -> Any:
-    """Build the ``[N]`` record of one step from two step dicts (see `step_arrays`).
-
-    ``step`` holds the observation the action was chosen on and the action with its extras;
-    ``next_step`` the next observation and the reward and flags of that action (and, when it
-    has ``value``, the value of the next observation, stored as ``next.value``). ``valid``
-    defaults to "the row was not done at ``step``".
-    """
-    import torch
+    """Build the ``[N]`` record TensorDict of one step from two step dicts (see `record_leaves`)."""
     from tensordict import TensorDict
 
-    def tensor(a: Any) -> Any:
-        if isinstance(a, torch.Tensor):
-            return a
-        return torch.from_numpy(np.ascontiguousarray(a))
-
-    obs_keys = [k for k in step if isinstance(k, tuple) and k[0] == OBS]
-    n = int(np.shape(step[obs_keys[0]])[0]) if obs_keys else int(np.shape(step[OBS])[0])
-    root: Dict[Any, Any] = {}
-    nxt: Dict[Any, Any] = {}
-    for k, v in step.items():
-        if k in (REWARD, TERMINATED, TRUNCATED):
-            continue
-        root[k] = tensor(v)
-    for k, v in next_step.items():
-        if isinstance(k, tuple) and k[0] == OBS or k == OBS:
-            nxt[k] = tensor(v)
-    term = tensor(np.asarray(next_step[TERMINATED], dtype=bool))
-    trunc = tensor(np.asarray(next_step[TRUNCATED], dtype=bool))
-    if valid is None:
-        valid = ~(np.asarray(step[TERMINATED], dtype=bool) | np.asarray(step[TRUNCATED], dtype=bool))
+    n, leaves = record_leaves(step, next_step, episode_id, valid)
     td = TensorDict({}, batch_size=[n])
-    for k, v in root.items():
+    for k, v in leaves.items():
         td.set(k, v)
-    for k, v in nxt.items():
-        td.set((NEXT,) + _key(k), v)
-    td.set(NEXT_REWARD, tensor(np.asarray(next_step[REWARD], dtype=np.float32)))
-    td.set(NEXT_TERMINATED, term)
-    td.set(NEXT_TRUNCATED, trunc)
-    td.set(NEXT_DONE, term | trunc)
-    if VALUE in next_step:
-        td.set(NEXT_VALUE, tensor(np.asarray(next_step[VALUE])).reshape(n, -1)[:, 0].to(torch.float32))
-    td.set(VALID, tensor(np.asarray(valid, dtype=bool).reshape(n)))
-    ids = np.zeros(n, np.int64) if episode_id is None else np.asarray(episode_id, dtype=np.int64).reshape(n)
-    td.set(EPISODE_ID, tensor(ids))
     td.set_non_tensor(ENV_ID, env_id)
     return td
 

@@ -175,3 +175,33 @@ def test_add_rollout_standard_full():
     big = _storage(FakeVecEnv(num_envs=2, lengths=[3, 3]), capacity=6, mode="standard")
     big.add_rollout(chunk)  # the refused record, where there is room
     assert len(big) == 6
+
+
+def test_data_buffer_routes_records_by_env_id():
+    from rlightning.buffer import ReplayBuffer
+    from rlightning.utils.config import BufferConfig
+
+    envs = [FakeVecEnv(f"Fake-{i}", num_envs=2, lengths=[3, 4], tag=i) for i in range(3)]
+    buf = ReplayBuffer(config=BufferConfig(capacity=500, seed=0))
+    buf.init([e.meta for e in envs], num_storages=2, num_train_workers=2)
+    chunks = [_chunks(_records(e, 12), 6) for e in envs]
+    for step in range(2):
+        buf.add_rollouts([c[step] for c in chunks])
+    assert buf.episode_table.get_env_to_storage() == {"Fake-0": 0, "Fake-1": 1, "Fake-2": 0}
+    data = buf.get_data()
+    for tag in range(3):
+        assert check_transitions(data[data["obs"][:, 4] == tag], [3, 4]) == 0
+    shard0 = set(buf.storages[0].get_data()["obs"][:, 4].long().tolist())
+    assert shard0 == {0, 2}
+    batches = buf.sample(8)
+    assert len(batches) == 2 and all(b.batch_size[0] == 8 for b in batches)
+    with pytest.raises(TypeError, match=r"add_rollout record 0 needs the env worker's id"):
+        buf.add_rollout(chunks[0][0].exclude("env_id"))
+    with pytest.raises(TypeError, match=r"add_rollout record 0 must be a tensordict.TensorDict, got str"):
+        buf.add_rollout("text")
+    bad = chunks[0][0].clone()
+    bad.set_non_tensor("env_id", "Fake-new")
+    del bad["next", "done"]
+    with pytest.raises(KeyError, match=r"has no 'next.done' key"):
+        buf.add_rollout(bad)
+    assert "Fake-new" not in buf.episode_table.get_env_to_storage()  # a rejected new env is not kept routed

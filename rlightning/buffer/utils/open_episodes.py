@@ -3,11 +3,13 @@
 A record chunk ``[N, T]`` of env ``E`` covers env steps ``t0 .. t0 + T - 1``
 of every sub-env row. Each row has an open episode: its steps from
 ``open_start[row]`` on. When a chunk arrives, every row's closed episodes
-(ending at a ``done`` step) are found with tensor ops over two sources, the
-tail and the new chunk (one boolean mask ``[N, T]`` each); the storage writes
-them straight from there. The chunk's columns that open episodes still need
-are then appended to the tail (one slice copy per key); the tail drops the
-columns no open episode reaches and grows by doubling.
+(ending at a ``done`` step) are found with tensor ops over the sources that
+hold open steps (one boolean mask ``[N, T]`` each); the storage writes them
+straight from there. A record of ``HOLD_STEPS`` steps or more is then held
+by reference (a caller must not write into a record after adding it);
+shorter records' columns that open episodes still need are appended to a
+preallocated tail (one slice copy per key), which drops the columns no open
+episode reaches and grows by doubling.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-__all__ = ["Chunk", "OpenEpisodes", "WritePlan"]
+__all__ = ["Chunk", "HOLD_STEPS", "OpenEpisodes", "WritePlan"]
+
+#: Records of at least this many steps are held by reference until their open episodes close (no copy);
+#: shorter ones (per-step records) are copied into the env's preallocated tail.
+HOLD_STEPS = 16
 
 
 @dataclass
@@ -111,6 +117,8 @@ class OpenEpisodes:
         self.env_id = env_id
         self.n = int(n)
         self.tail: Optional[Chunk] = None
+        #: Earlier chunks still needed, held by reference (records of ``HOLD_STEPS`` steps or more, frozen tails).
+        self.held: List[Chunk] = []
         self.t = 0
         self.open_start = torch.zeros(self.n, dtype=torch.int64)
         self.dropping = torch.zeros(self.n, dtype=torch.bool)
@@ -122,16 +130,16 @@ class OpenEpisodes:
 
     @property
     def chunks(self) -> List[Chunk]:
-        """The chunks held (the tail, or nothing)."""
-        return [] if self.tail is None else [self.tail]
+        """The chunks held: records held by reference, then the tail."""
+        return self.held + ([] if self.tail is None or self.tail.t == 0 else [self.tail])
 
     def _tail_masks(self, open_start: torch.Tensor, rows: torch.Tensor) -> List[Tuple[Chunk, torch.Tensor]]:
-        c = self.tail
-        if c is None or c.t == 0:
-            return []
-        times = c.t0 + torch.arange(c.t)
-        mask = c.cols(c.kept) & rows[:, None] & (times[None, :] >= open_start[:, None])
-        return [(c, mask)]
+        out = []
+        for c in self.chunks:
+            times = c.t0 + torch.arange(c.t)
+            mask = c.cols(c.kept) & rows[:, None] & (times[None, :] >= open_start[:, None])
+            out.append((c, mask))
+        return out
 
     @property
     def pending_transitions(self) -> int:
@@ -277,6 +285,20 @@ class OpenEpisodes:
         if need >= end:
             if self.tail is not None:
                 self.tail.t = 0
+            self.held = []
+            return
+        self.held = [c for c in self.held if c.t0 + c.t > need]
+        if chunk is not None and chunk.t >= HOLD_STEPS:  # a long record: held as it is, no copy
+            tail = self.tail
+            if tail is not None and tail.t:
+                cut = min(max(0, need - tail.t0), tail.t)
+                if tail.t - cut > 0:
+                    tail.col0 += cut
+                    tail.t -= cut
+                    tail.t0 += cut
+                    self.held.append(tail)  # frozen: a fresh tail takes later short records
+                self.tail = None
+            self.held.append(chunk)
             return
         self._keep(need, chunk)
 
@@ -310,7 +332,7 @@ class OpenEpisodes:
             tail.col0 = 0
         else:
             tail.col0 += ot
-        tail.t0 = need
+        tail.t0 = (tail.t0 + ot) if kt else (chunk.t0 + oc if chunk is not None else need)
         tail.t = kt
         if kc:
             a = tail.col0 + kt

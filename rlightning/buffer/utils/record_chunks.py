@@ -19,7 +19,7 @@ from rlightning.buffer.utils.open_episodes import Chunk
 from rlightning.buffer.utils.preprocessors import IdentityPreprocessor, to_numpy
 from rlightning.types.record import EPISODE_ID, NEXT, NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE
 
-__all__ = ["chunk_from_record", "is_identity", "nonfinite_steps", "preprocess_chunk", "stored_name"]
+__all__ = ["chunk_from_leaves", "chunk_from_record", "is_identity", "nonfinite_steps", "preprocess_chunk", "stored_name"]
 
 _NEXT_FLAT = {"reward": "reward", "terminated": "terminated", "truncated": "truncated", "done": "done"}
 _SKIP = {(VALID,), (EPISODE_ID,), NEXT_VALUE}
@@ -47,18 +47,25 @@ def chunk_from_record(td: Any, close_on_done: bool) -> Tuple[Chunk, torch.Tensor
     bdims = td.batch_dims
     n = td.batch_size[0]
     t = td.batch_size[1] if bdims == 2 else 1
-    data: Dict[str, torch.Tensor] = {}
+    leaves = {}
     for key in td.keys(include_nested=True, leaves_only=True):
-        key = key if isinstance(key, tuple) else (key,)
+        leaves[key if isinstance(key, tuple) else (key,)] = td.get(key)
+    return chunk_from_leaves(leaves, n, t, bdims, close_on_done)
+
+
+def chunk_from_leaves(
+    leaves: Dict[Tuple[str, ...], torch.Tensor], n: int, t: int, bdims: int, close_on_done: bool
+) -> Tuple[Chunk, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`chunk_from_record` on the record's leaves (``{key: [N, (T,) ...] tensor}``)."""
+    data: Dict[str, torch.Tensor] = {}
+    for key, v in leaves.items():
         name = stored_name(key)
         if name is None:
             continue
-        v = td.get(key)
         data[name] = v.reshape((n * t,) + tuple(v.shape[bdims:]))
-    keys = td.keys(include_nested=True, leaves_only=True)
-    valid = td.get(VALID).reshape(n, t) if VALID in keys else torch.ones(n, t, dtype=torch.bool)
-    raw_done = td.get(NEXT_DONE).reshape(n, t)
-    reward = td.get(NEXT_REWARD).reshape(n, t)
+    valid = leaves[(VALID,)].reshape(n, t) if (VALID,) in leaves else torch.ones(n, t, dtype=torch.bool)
+    raw_done = leaves[NEXT_DONE].reshape(n, t)
+    reward = leaves[NEXT_REWARD].reshape(n, t)
     if close_on_done:
         kept = valid
         done = raw_done & valid
@@ -66,10 +73,10 @@ def chunk_from_record(td: Any, close_on_done: bool) -> Tuple[Chunk, torch.Tensor
         kept = torch.ones(n, t, dtype=torch.bool)
         done = torch.zeros(n, t, dtype=torch.bool)
     boot = None
-    if NEXT_VALUE in keys:
-        boot = td.get(NEXT_VALUE).reshape(n, t, -1)[..., 0].to(torch.float32)
-    elif VALUE in keys:
-        value = td.get(VALUE).reshape(n, t, -1)[..., 0].to(torch.float32)
+    if NEXT_VALUE in leaves:
+        boot = leaves[NEXT_VALUE].reshape(n, t, -1)[..., 0].to(torch.float32)
+    elif (VALUE,) in leaves:
+        value = leaves[(VALUE,)].reshape(n, t, -1)[..., 0].to(torch.float32)
         boot = torch.zeros(n, t, dtype=torch.float32)
         boot[:, :-1] = value[:, 1:]
     return Chunk(data, n, t, kept, done, boot), valid, raw_done, reward

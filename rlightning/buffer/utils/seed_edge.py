@@ -4,7 +4,8 @@
 pipeline (``preprocess_fn`` and the preprocessors, once per observation) and
 the step checks, then pairs the step with the env's previous one: the pair
 (step ``t - 1``, step ``t``) is the ``[N]`` record of step ``t - 1``, built by
-`rlightning.types.record.record_from_steps` (the one converter), with
+`rlightning.types.record.record_leaves` (the one converter's core, which
+`record_from_steps` wraps into a TensorDict), with
 ``next.value`` from the response to ``t`` (the bootstrap of an episode that
 ends there). The newest step waits for the env's next EnvRet.
 """
@@ -20,11 +21,11 @@ import torch
 
 from rlightning.buffer.utils.episode_input import AsyncPairer
 from rlightning.buffer.utils.preprocessors import to_numpy
-from rlightning.buffer.utils.record_chunks import chunk_from_record
+from rlightning.buffer.utils.record_chunks import chunk_from_leaves
 from rlightning.buffer.utils.record_writer import RecordWriter
 from rlightning.buffer.utils.step_checks import StepChecker
 from rlightning.types import EnvRet
-from rlightning.types.record import record_from_steps
+from rlightning.types.record import record_leaves
 
 __all__ = ["SeedEdge"]
 
@@ -138,8 +139,8 @@ class SeedEdge:
         env_ret: EnvRet,
         drop: Optional[np.ndarray],
     ) -> None:
-        record = record_from_steps(prev.step, step, env_id, prev.episode_id)
-        chunk, valid, raw_done, _ = chunk_from_record(record, self.close_on_done)
+        n, leaves = record_leaves(prev.step, step, prev.episode_id)  # the one converter, without a TensorDict
+        chunk, valid, raw_done, _ = chunk_from_leaves(leaves, n, 1, 1, self.close_on_done)
         raw_reward = to_numpy(env_ret.last_reward).astype(np.float64).reshape(-1)
         if raw_reward.shape[0] != prev.num_envs:
             raw_reward = np.broadcast_to(raw_reward, (prev.num_envs,))

@@ -243,6 +243,18 @@ class Storage:
         self.timer.add("add_rollout", time.perf_counter() - t0)
         return self.size
 
+    def add_rollouts(self, *tds: TensorDict) -> int:
+        """`add_rollout` for several records in order; every valid one is added, then the first error is raised."""
+        errors: List[Exception] = []
+        for td in tds:
+            try:
+                self.add_rollout(td)
+            except (ValueError, KeyError, TypeError) as err:
+                errors.append(err)
+        if errors:
+            raise errors[0]
+        return self.size
+
     # ------------------------------------------------------------------ the seed edge
 
     def add_transition(self, env_ret: EnvRet, policy_resp: PolicyResponse) -> None:
