@@ -58,6 +58,8 @@ class RolloutBuffer(Protocol):
 
     def add_rollout(self, td: Any) -> None: ...
 
+    def add_rollouts(self, tds: Sequence[Any]) -> None: ...
+
     def truncate_episodes(self, env_ids: Optional[Sequence[Any]] = None) -> None: ...
 
 
@@ -96,9 +98,7 @@ class Collector:
         self.env_rets: Optional[BatchedData] = None
         self.stop_event = threading.Event()
         self._started = False
-        self._bridge_last: Dict[str, Tuple[Any, Any, Any]] = {}
-        # Per-step layout with a buffer that takes records: the step whose next EnvRets are not known yet.
-        self._records = hasattr(buffer, "add_rollout")
+        # Per-step layout: the step whose next EnvRets are not known yet.
         self._held: Optional[Tuple[BatchedData, BatchedData]] = None
         self._skip: set = set()
         self._metas = {m.env_id: m for m in env_metas}
@@ -133,7 +133,6 @@ class Collector:
         self.env_rets = self.env_group.reset(seed=seed)
         for ids in self._episode_ids.values():
             ids.reset()
-        self._bridge_last.clear()
         self._started = True
         return self.env_rets
 
@@ -147,7 +146,6 @@ class Collector:
         """Truncate the episodes of env workers that were restarted (their episodes in flight are gone)."""
         restarted = self.env_group.pop_restarted_env_ids()
         for env_id in restarted:
-            self._bridge_last.pop(env_id, None)
             self._skip.add(env_id)
             if env_id in self._episode_ids:
                 self._episode_ids[env_id].reset()
@@ -164,14 +162,10 @@ class Collector:
     def store_step(self, resps: BatchedData) -> None:
         """Store the current EnvRets with their responses.
 
-        With a buffer that takes records, the step is held until its next EnvRets are known (after the
-        env step) and stored as one ``[N]`` record per env worker (`step_to_record`) at the next call or
-        at `flush`; the step held before is stored now. Otherwise the storage pairs the step with the
-        next EnvRets itself (``add_batched_transition``).
+        The step is held until its next EnvRets are known (after the env step) and stored as one ``[N]``
+        record per env worker (`step_to_record`, one ``add_rollouts`` call) at the next call or at `flush`;
+        the step held before is stored now.
         """
-        if not self._records:
-            self.buffer.add_batched_transition(self.env_rets, resps)
-            return
         self.flush()
         self._held = (self.env_rets, resps)
 
@@ -185,15 +179,17 @@ class Collector:
 
         rets, resps = held
         after = dict(self.env_rets.items())
+        records = []
         for (env_id, ret), (_, resp) in zip(rets.items(), resps.items()):
             if env_id in skip or env_id not in after:
                 continue  # a restarted worker's next EnvRet is its reset: the step is lost with its episode
             ids = self._ids_of(env_id, ret)
             valid = ~start_done_flags(ret)
             episode = ids.assign(valid[:, None])[:, 0]
-            self.buffer.add_rollout(
-                step_to_record(ret, resp, after[env_id], env_meta=self._metas.get(env_id), episode_id=episode)
-            )
+            meta = self._metas.get(env_id)
+            records.append(step_to_record(ret, resp, after[env_id], env_meta=meta, episode_id=episode))
+        if records:
+            self.buffer.add_rollouts(records)
 
     def _ids_of(self, env_id: str, ret: Any) -> EpisodeIds:
         ids = self._episode_ids.get(env_id)
@@ -254,7 +250,7 @@ class Collector:
             for _, result in results:
                 if result.record is not None and result.num_steps:
                     t0 = time.perf_counter()
-                    self._add_rollout(result.record)
+                    self.buffer.add_rollout(result.record)
                     add += time.perf_counter() - t0
                 inference += result.inference_s
                 env_step += result.env_step_s
@@ -274,34 +270,6 @@ class Collector:
         self.timing.add("buffer_add", add)
         return steps
 
-    def _add_rollout(self, td: Any) -> None:
-        add = getattr(self.buffer, "add_rollout", None)
-        if add is not None:
-            add(td)
-            return
-        self._add_rollout_per_step(td)
-
-    def _add_rollout_per_step(self, td: Any) -> None:
-        """A buffer without ``add_rollout``: the record's steps as seed EnvRets and PolicyResponses, one by one."""
-        from rlightning.types import EnvRet, PolicyResponse
-
-        env_id = td.get_non_tensor("env_id")
-        n, t_steps = td.batch_size
-        obs = td["obs"].numpy()
-        nxt = td["next"]
-        reward, term, trunc = (nxt[k].numpy() for k in ("reward", "terminated", "truncated"))
-        extras = {k: td[k].numpy() for k in td.keys() if k not in ("obs", "next", "valid", "episode_id", "env_id")}
-        last = self._bridge_last.get(env_id)
-        if last is None or last[0].shape[0] != n:
-            start_done = ~td["valid"][:, 0].numpy()
-            last = (np_zeros(n), start_done, ~start_done & False)
-        for t in range(t_steps):
-            ret = EnvRet(env_id, obs[:, t], last[0], last[1], last[2])
-            resp = PolicyResponse(env_id, **{k: v[:, t] for k, v in extras.items()})
-            self.buffer.add_batched_transition(BatchedData([env_id], [ret]), BatchedData([env_id], [resp]))
-            last = (reward[:, t], term[:, t], trunc[:, t])
-        self._bridge_last[env_id] = last
-
     def collect(self, num_steps: int, seed: Optional[int] = None) -> int:
         """One rollout of ``num_steps`` steps per env worker, in this collector's layout; returns env steps.
 
@@ -312,12 +280,6 @@ class Collector:
         if self.in_env_workers:
             return self.collect_chunks(num_steps)
         return self.collect_steps(num_steps)
-
-
-def np_zeros(n: int) -> Any:
-    import numpy as np
-
-    return np.zeros(n, dtype=np.float32)
 
 
 def record_latencies(timing: Any, resps: Any) -> None:

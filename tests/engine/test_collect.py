@@ -163,6 +163,9 @@ class _RecordBuffer:
     def add_rollout(self, td):
         self.records.append(td)
 
+    def add_rollouts(self, tds):
+        self.records.extend(tds)
+
     def truncate_episodes(self, env_ids=None):
         self.truncated.append(list(env_ids or []))
 
