@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
+from rlightning.engine.step_chunks import StepChunks
 from rlightning.env.utils.episodes import EpisodeIds
 from rlightning.env.utils.record_writer import start_done_flags
 from rlightning.types import BatchedData
@@ -37,10 +38,6 @@ class RolloutEnvs(Protocol):
     def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> BatchedData: ...
 
     def step(self, policy_resps: BatchedData) -> BatchedData: ...
-
-    def start_step(self, policy_resps: BatchedData) -> Any: ...
-
-    def finish_step(self, pending: Any) -> BatchedData: ...
 
     def collect_rollouts(self, num_steps: int) -> Iterator[Tuple[str, Any]]: ...
 
@@ -144,7 +141,9 @@ class Collector:
 
     def truncate_restarted(self) -> None:
         """Truncate the episodes of env workers that were restarted (their episodes in flight are gone)."""
-        restarted = self.env_group.pop_restarted_env_ids()
+        self._truncate(self.env_group.pop_restarted_env_ids())
+
+    def _truncate(self, restarted: Sequence[str]) -> None:
         for env_id in restarted:
             self._skip.add(env_id)
             if env_id in self._episode_ids:
@@ -193,7 +192,7 @@ class Collector:
 
     def _ids_of(self, env_id: str, ret: Any) -> EpisodeIds:
         ids = self._episode_ids.get(env_id)
-        if ids is None:
+        if ids is None and ret is not None:
             n = start_done_flags(ret).shape[0]
             ids = self._episode_ids[env_id] = EpisodeIds(n, base=self._next_id_base)
             self._next_id_base += 1 << 40
@@ -206,32 +205,40 @@ class Collector:
         return self.env_rets
 
     def collect_steps(self, num_steps: int) -> int:
-        """Step every env worker ``num_steps`` times, one policy-group call per step; returns env steps."""
+        """Step every env worker ``num_steps`` times, one policy-group call per step; returns env steps.
+
+        The steps are written into one preallocated ``[N, T]`` record per env worker (`StepChunks`) and
+        stored at the end, one ``add_rollout`` per worker, as the env-worker layout stores them.
+        """
         steps = 0
         timing = self.timing
-        for _ in range(num_steps):
+        self.flush()  # a step held by the one-step API
+        chunks = StepChunks(self.env_rets, num_steps, self._ids_of)
+        try:
+            for t in range(num_steps):
+                t0 = time.perf_counter()
+                resps = self.act()
+                t1 = time.perf_counter()
+                record_latencies(timing, resps)
+                self.env_rets = next_rets = self.env_group.step(resps)
+                t2 = time.perf_counter()
+                restarted = self.env_group.pop_restarted_env_ids()
+                lost = chunks.write(resps, next_rets, restarted, t)
+                if lost:
+                    self.buffer.add_rollouts(lost)
+                self._truncate(restarted)
+                timing.add("inference", t1 - t0)
+                timing.add("env_step", t2 - t1)
+                timing.add("buffer_add", time.perf_counter() - t2)
+                steps += self.num_sub_envs
+                if self.stop_event.is_set():
+                    break
+        finally:
             t0 = time.perf_counter()
-            resps = self.act()
-            t1 = time.perf_counter()
-            record_latencies(timing, resps)
-            pending = self.env_group.start_step(resps)  # Ray workers step while this step is stored
-            t2 = time.perf_counter()
-            try:
-                self.store_step(resps)
-            finally:  # the workers stepped either way: keep where they stand
-                t3 = time.perf_counter()
-                self.env_rets = self.env_group.finish_step(pending)
-            t4 = time.perf_counter()
-            self.truncate_restarted()
-            timing.add("inference", t1 - t0)
-            timing.add("buffer_add", t3 - t2)
-            timing.add("env_step", (t2 - t1) + (t4 - t3))
-            steps += self.num_sub_envs
-            if self.stop_event.is_set():
-                break
-        t0 = time.perf_counter()
-        self.flush()
-        timing.add("buffer_add", time.perf_counter() - t0)
+            records = chunks.finish()
+            if records:
+                self.buffer.add_rollouts(records)
+            timing.add("buffer_add", time.perf_counter() - t0)
         return steps
 
     # ------------------------------------------------------------------ whole rollouts

@@ -278,31 +278,15 @@ class EnvGroup:
             ValueError: an id given twice, an id with a step in flight, or an action outside the action space.
             EnvWorkerError: a worker failed past ``max_restarts`` (env id, counts and cause named).
         """
-        if not (return_refs and self._remote):
-            return self.finish_step(self.start_step(policy_resps))
         ids, slots, resps = self._route(policy_resps)
         if not slots:
             return BatchedData([], [])
-        values = self._step_refs(slots, resps)
-        self._stats.add_steps(self._total_envs if len(slots) == len(self._slots) else sum(s.num_envs for s in slots))
-        return BatchedData(ids, values)
-
-    def start_step(self, policy_resps: BatchedData) -> Tuple[Sequence[str], List[WorkerSlot], List[Any]]:
-        """The first half of `step`: the workers' calls are issued, nothing is waited for.
-
-        Hand the result to `finish_step` before any other call to the group (the driver can do its own
-        work, such as storing the previous step, while Ray workers step). Raises as `step`.
-        """
-        ids, slots, resps = self._route(policy_resps)
-        return ids, slots, [s.handle.submit("step", r) for s, r in zip(slots, resps)]
-
-    def finish_step(self, pending: Tuple[Sequence[str], List[WorkerSlot], List[Any]]) -> BatchedData:
-        """The second half of `step`: wait for the calls `start_step` issued and return their EnvRets."""
-        ids, slots, futures = pending
-        if not slots:
-            return BatchedData([], [])
-        values = self._resolve_recovering(slots, futures, method="step")
-        self._stats.add_env_rets(values)
+        if return_refs and self._remote:
+            values = self._step_refs(slots, resps)
+        else:
+            futures = [s.handle.submit("step", r) for s, r in zip(slots, resps)]
+            values = self._resolve_recovering(slots, futures, method="step")
+            self._stats.add_env_rets(values)
         self._stats.add_steps(self._total_envs if len(slots) == len(self._slots) else sum(s.num_envs for s in slots))
         return BatchedData(ids, values)
 

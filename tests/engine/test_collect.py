@@ -182,7 +182,7 @@ class _Zeros:
         )
 
 
-def test_the_per_step_layout_stores_one_record_per_worker_and_step_once_its_next_env_ret_is_known():
+def test_the_per_step_layout_stores_one_record_per_worker_and_rollout():
     from rlightning.engine.collect import Collector
     from rlightning.engine.timing import Timing
     from rlightning.env import EnvGroup
@@ -195,17 +195,30 @@ def test_the_per_step_layout_stores_one_record_per_worker_and_step_once_its_next
     collector = Collector(group, _Zeros(), buffer, Timing(), group.env_ids, 5, in_env_workers=False, env_metas=metas)
     try:
         assert collector.collect(12, seed=3) == 12 * 5
-        assert len(buffer.records) == 12 * 2  # the last step flushed at the end of the rollout
-        assert any(bool(r["next", "done"].any()) for r in buffer.records)  # pushing left: poles fall
-        by_env = {i: [r for r in buffer.records if r.get_non_tensor("env_id") == i] for i in group.env_ids}
-        for recs in by_env.values():
-            for a, b in zip(recs, recs[1:]):
-                validate_record(a, observation_space=metas[0].observation_space, require_env_id=True)
-                assert torch.equal(a["next", "obs"], b["obs"])
-                # The step after a done row is not valid and starts the row's next episode.
-                assert torch.equal(~b["valid"], a["next", "done"])
-                assert torch.equal(b["episode_id"] != a["episode_id"], a["next", "done"])
-        # Only the first rollout's reset is free: a second reset truncates the episodes in progress.
+        # One [N, T] record per worker, in worker order: the shape the env-worker layout stores.
+        assert [r.get_non_tensor("env_id") for r in buffer.records] == group.env_ids
+        assert [tuple(r.batch_size) for r in buffer.records] == [(3, 12), (2, 12)]
+        for rec in buffer.records:
+            validate_record(rec, observation_space=metas[0].observation_space, require_env_id=True)
+            assert torch.equal(rec["next", "obs"][:, :-1], rec["obs"][:, 1:])
+            assert bool(rec["next", "done"].any())  # pushing left: poles fall
+            # The step after a done row is not valid and starts the row's next episode.
+            assert torch.equal(~rec["valid"][:, 1:], rec["next", "done"][:, :-1])
+            ids = rec["episode_id"]
+            assert torch.equal(ids[:, 1:] != ids[:, :-1], rec["next", "done"][:, :-1])
+        # The one-step API (asyncrl) holds a step until its next EnvRets are known, then stores [N] records.
+        buffer.records.clear()
+        resps = collector.act()
+        collector.store_step(resps)
+        assert buffer.records == []
+        collector.advance(resps)
+        collector.flush()
+        assert [tuple(r.batch_size) for r in buffer.records] == [(3,), (2,)]
+        first = dict(zip(group.env_ids, buffer.records))
+        np.testing.assert_array_equal(
+            first[group.env_ids[0]]["next", "obs"].numpy(), collector.env_rets[0][1].observation
+        )
+        # A second reset truncates the episodes in progress.
         collector.reset(seed=4)
         assert buffer.truncated == [group.env_ids]
     finally:
