@@ -34,7 +34,7 @@ an attribute that is not a field (``cfg.train.iteratons = 5``) raises
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, get_args
+from typing import Any, Dict, List, Literal, Optional, Union, get_args
 
 from pydantic import (
     BaseModel,
@@ -179,6 +179,21 @@ class EnvConfig(_Config):
     """How many times an env worker is recreated (its actor died, or its env raised) before the run stops."""
     out_of_bounds_action: Literal["pass", "clip", "raise"] = "pass"
     """Box actions outside the bounds: passed to the env unchanged (most envs clip), clipped here, or rejected."""
+    wrappers: List[Union[str, Dict[str, Any]]] = Field(default_factory=list)
+    """Gymnasium wrappers around every sub-env, in order: short names (``frame_stack``, ``atari_preprocessing``,
+    ...), ``gymnasium.wrappers`` class names or ``module:Class``, each optionally ``{name: ..., kwargs: {...}}``."""
+
+    @field_validator("wrappers")
+    @classmethod
+    def _known_wrappers(cls, value: List[Any]) -> List[Any]:
+        # Resolved here, so an unknown wrapper or argument fails when the config is built, before any actor.
+        from rlightning.env.wrappers import resolve_wrappers
+
+        try:
+            resolve_wrappers(value)
+        except (KeyError, TypeError) as err:
+            raise ValueError(err.args[0] if err.args else str(err)) from None
+        return value
 
 
 class OptimConfig(_Config):
