@@ -235,7 +235,9 @@ class Collector:
                     break
         finally:
             t0 = time.perf_counter()
-            records = chunks.finish()
+            # The value of each record's last next.obs (its bootstrap): one more inference, nothing stepped.
+            last = self.act() if chunks.wants_values else None
+            records = chunks.finish(last)
             if records:
                 self.buffer.add_rollouts(records)
             timing.add("buffer_add", time.perf_counter() - t0)

@@ -71,13 +71,23 @@ class StepChunks:
             self._steps[env_id] += 1
         return done
 
-    def _finish(self, env_id: str) -> Any:
+    def _finish(self, env_id: str, last_value: Any = None) -> Any:
         writer = self._writers.pop(env_id)
         steps = self._steps.pop(env_id)
         if not steps:
             return None
-        return arrays_to_record(writer.finish(self._ids_of(env_id, None), steps), env_id)
+        return arrays_to_record(writer.finish(self._ids_of(env_id, None), steps, last_value=last_value), env_id)
 
-    def finish(self) -> List[Any]:
-        """The ``[N, T]`` records of every worker (the steps written), in worker order."""
-        return [r for r in (self._finish(env_id) for env_id in list(self._writers)) if r is not None]
+    def finish(self, last_resps: Any = None) -> List[Any]:
+        """The ``[N, T]`` records of every worker (the steps written), in worker order.
+
+        ``last_resps``: responses to the current EnvRets; their ``value`` is each record's last ``next.value``.
+        """
+        values = {i: getattr(r, "value", None) for i, r in last_resps.items()} if last_resps is not None else {}
+        records = (self._finish(env_id, values.get(env_id)) for env_id in list(self._writers))
+        return [r for r in records if r is not None]
+
+    @property
+    def wants_values(self) -> bool:
+        """True when the policy's responses carry ``value`` (the records then need the last one)."""
+        return any(w.extras is not None and "value" in w.extras for w in self._writers.values())

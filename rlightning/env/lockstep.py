@@ -72,4 +72,11 @@ def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResu
                 still.append((w, run))
             start += n
         active = still
+    if active and "value" in out:  # the value of each last next.obs: its bootstrap
+        obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
+        value = policy.compute_actions(obs, deterministic=True)["value"]
+        start = 0
+        for w, run in active:
+            run.last_value = value[start : start + w.num_envs]
+            start += w.num_envs
     return [w.finish_rollout(run) for w, run in zip(workers, runs)]

@@ -95,7 +95,18 @@ class RolloutResult:
 class _Rollout:
     """A rollout in progress: its writer, its result, and where the env stands."""
 
-    __slots__ = ("writer", "result", "version", "env_ret", "num_steps", "steps", "inference", "stepping", "error")
+    __slots__ = (
+        "writer",
+        "result",
+        "version",
+        "env_ret",
+        "num_steps",
+        "steps",
+        "inference",
+        "stepping",
+        "error",
+        "last_value",
+    )
 
     def __init__(self, writer: RecordWriter, result: RolloutResult, version: int, env_ret: EnvRet) -> None:
         self.writer = writer
@@ -107,6 +118,7 @@ class _Rollout:
         self.inference = 0.0
         self.stepping = 0.0
         self.error: Optional[BaseException] = None
+        self.last_value: Any = None
 
 
 class RolloutWorker:
@@ -332,6 +344,10 @@ class RolloutWorker:
             run.inference += clock() - t0
             if not self.step_rollout(run, out):
                 break
+        if "value" in out and run.error is None:  # the value of the last next.obs: its bootstrap
+            t0 = clock()
+            run.last_value = policy.compute_actions(run.env_ret.observation, deterministic=True)["value"]
+            run.inference += clock() - t0
         return self.finish_rollout(run)
 
     def start_rollout(self, num_steps: int) -> _Rollout:
@@ -397,7 +413,7 @@ class RolloutWorker:
         """End ``run``: its arrays (the steps taken), timing and episode statistics."""
         t0 = time.perf_counter()
         result = run.result
-        result.arrays = run.writer.finish(self._episode_ids, run.steps)
+        result.arrays = run.writer.finish(self._episode_ids, run.steps, last_value=run.last_value)
         result.num_steps = run.steps
         result.weight_version = run.version
         result.inference_s = run.inference

@@ -207,18 +207,19 @@ def test_local_workers_step_together_with_one_forward_pass_per_step():
             w.policy.compute_actions = lambda obs, _r=real, _i=i, **kw: calls[_i].append(len(obs)) or _r(obs, **kw)
         g.reset(seed=2)
         list(g.collect_rollouts(2))  # never synced: each copy holds its own initial weights and acts alone
-        assert calls == {0: [3, 3], 1: [2, 2]}
+        assert calls == {0: [3, 3, 3], 1: [2, 2, 2]}  # + one for the value of the last next.obs
         g.load_policy_weights(w0.policy.get_weights(), 1)
         calls[0].clear(), calls[1].clear()
         g.reset(seed=2)
         together = dict(g.collect_rollouts(20))
-        assert calls == {0: [5] * 20, 1: []}  # worker 0's copy acted for all five rows, once per step
+        assert calls == {0: [5] * 21, 1: []}  # worker 0's copy acted for all five rows, once per step (+ bootstrap)
         g.reset(seed=2)
         alone = {w.env_id: w.collect(20) for w in (w0, w1)}  # each on its own: same deterministic actions
         for env_id in g.env_ids:
             a, b = together[env_id].record, alone[env_id].record
             assert torch.equal(a["action"], b["action"]) and torch.equal(a["next", "obs"], b["next", "obs"])
             torch.testing.assert_close(a["value"], b["value"])
+            torch.testing.assert_close(a["next", "value"][:, :-1], a["value"][:, 1:])  # next.value: the bootstrap
             assert together[env_id].inference_s > 0
     finally:
         g.close()

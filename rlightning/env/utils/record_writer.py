@@ -124,7 +124,7 @@ class RecordWriter:
         self.terminated[:, t] = terminated
         self.truncated[:, t] = truncated
 
-    def finish(self, episodes: EpisodeIds, steps: Optional[int] = None) -> Dict[str, Any]:
+    def finish(self, episodes: EpisodeIds, steps: Optional[int] = None, last_value: Any = None) -> Dict[str, Any]:
         """The rollout's arrays (default: all T steps), episode ids taken from ``episodes``; see `arrays_to_record`.
 
         ``obs`` is the ``[N, steps + 1, ...]`` array (the first ``steps`` are ``obs``, the last ``steps``
@@ -144,6 +144,17 @@ class RecordWriter:
         out["terminated"] = self.terminated[:, :t]
         out["truncated"] = self.truncated[:, :t]
         out["done"] = done
+        value = (self.extras or {}).get("value")
+        if value is not None and t and value.shape[2:] in ((), (1,)):
+            # next.value: the value of next.obs (the bootstrap of an episode cut at that step) is the value
+            # the policy gave the next step's observation; the last step's comes from ``last_value``.
+            nv = np.zeros((self.num_envs, t), dtype=np.float32)
+            nv[:, :-1] = value[:, 1:t].reshape(self.num_envs, t - 1)
+            if last_value is not None:
+                nv[:, -1] = np.asarray(last_value, dtype=np.float32).reshape(self.num_envs)
+            else:  # a rollout cut short (an env error): its own value stands in for the unknown next one
+                nv[:, -1] = value[:, t - 1].reshape(self.num_envs)
+            out["next_value"] = nv
         return out
 
 
@@ -174,9 +185,13 @@ def arrays_to_record(arrays: Dict[str, Any], env_id: str) -> Any:
     n, t = first.shape[0], first.shape[1] - 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # read-only arrays from the object store
-        root: Dict[str, Any] = {k: torch.from_numpy(v) for k, v in arrays.items() if k != "obs" and k not in _NEXT_KEYS}
+        root: Dict[str, Any] = {
+            k: torch.from_numpy(v) for k, v in arrays.items() if k not in ("obs", "next_value") and k not in _NEXT_KEYS
+        }
         root["obs"] = _to_torch(obs, slice(0, t))
         root["next"] = {k: torch.from_numpy(arrays[k]) for k in _NEXT_KEYS}
+        if "next_value" in arrays:
+            root["next"]["value"] = torch.from_numpy(arrays["next_value"])
         root["next"]["obs"] = _to_torch(obs, slice(1, t + 1))
     td = TensorDict(root, batch_size=[n, t])
     td.set_non_tensor("env_id", env_id)
