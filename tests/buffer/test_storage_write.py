@@ -75,9 +75,15 @@ def test_one_copy_per_row_for_chunks_two_for_single_steps():
     st = _storage(env)
     chunks = _chunks(_records(env, 64), 16)
     st.add_rollout(chunks[0])  # the first write allocates (gathered path)
+    st.store.ring.run_copy_min_bytes = 0  # write these small rows run by run as pixels would be
     for td in chunks[1:]:
         st.add_rollout(td)
         assert st.writer.copies_per_row == 1  # slice copies straight from the record into the ring
+    small = _storage(FakeVecEnv(num_envs=8, lengths=[7] * 8))
+    for td in _chunks(_records(FakeVecEnv(num_envs=8, lengths=[7] * 8), 64), 16):
+        small.add_rollout(td)
+    assert small.writer.rows_by_copies[2] > 0  # small rows spread over records: gather + scatter is faster
+    _same(st.get_data(), small.get_data())
     env1 = FakeVecEnv(num_envs=8, lengths=[7] * 8)
     st1 = _storage(env1)
     for td in _records(env1, 64):
