@@ -19,7 +19,14 @@ from rlightning.buffer.utils.open_episodes import Chunk
 from rlightning.buffer.utils.preprocessors import IdentityPreprocessor, to_numpy
 from rlightning.types.record import EPISODE_ID, NEXT, NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE
 
-__all__ = ["chunk_from_leaves", "chunk_from_record", "is_identity", "nonfinite_steps", "preprocess_chunk", "stored_name"]
+__all__ = [
+    "chunk_from_leaves",
+    "chunk_from_record",
+    "is_identity",
+    "nonfinite_steps",
+    "preprocess_chunk",
+    "stored_name",
+]
 
 _NEXT_FLAT = {"reward": "reward", "terminated": "terminated", "truncated": "truncated", "done": "done"}
 _SKIP = {(VALID,), (EPISODE_ID,), NEXT_VALUE}
