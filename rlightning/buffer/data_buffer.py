@@ -2,13 +2,16 @@
 
     buffer = build_data_buffer("replay", cfg.buffer)
     buffer.init(env_metas, num_storages=2, num_train_workers=2)   # shards: actors if remote
-    buffer.add_batched_transition(env_rets, policy_resps)          # BatchedData, refs allowed
+    buffer.add_rollouts(records)                                   # TensorDicts [N] / [N, T] (types.record)
+    buffer.add_batched_transition(env_rets, policy_resps)          # the seed edge: BatchedData, refs allowed
     batches = buffer.sample(256)                                   # one TensorDict per train worker
 
 Every call on the hot path is one call per shard: items are grouped by the
 shard the `EpisodeTable` assigns their env to. With remote shards, ObjectRefs
 are handed to the actors as top-level arguments (Ray resolves them there);
-with local shards they are fetched with one ``resolve``.
+with local shards they are fetched with one ``resolve``. The buffer holds a
+`ShardSet` (the shards, their last known sizes, calls and recovery) and a
+`BufferSampler` (one batch per train worker, priorities).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ use: `EnvRet` users that never build a record do not pay for them.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -491,7 +492,12 @@ def record_leaves(
     def tensor(a: Any) -> Any:
         if isinstance(a, torch.Tensor):
             return a
-        return torch.from_numpy(np.ascontiguousarray(a))
+        a = np.ascontiguousarray(a)
+        if not a.flags.writeable:  # e.g. read from Ray's object store: shared, only ever read (stores copy it)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.from_numpy(a)
+        return torch.from_numpy(a)
 
     out: Dict[Tuple[str, ...], Any] = {}
     n = None

@@ -75,9 +75,15 @@ def test_one_copy_per_row_for_chunks_two_for_single_steps():
     st = _storage(env)
     chunks = _chunks(_records(env, 64), 16)
     st.add_rollout(chunks[0])  # the first write allocates (gathered path)
+    st.store.ring.run_copy_min_bytes = 0  # write these small rows run by run as pixels would be
     for td in chunks[1:]:
         st.add_rollout(td)
         assert st.writer.copies_per_row == 1  # slice copies straight from the record into the ring
+    small = _storage(FakeVecEnv(num_envs=8, lengths=[7] * 8))
+    for td in _chunks(_records(FakeVecEnv(num_envs=8, lengths=[7] * 8), 64), 16):
+        small.add_rollout(td)
+    assert small.writer.rows_by_copies[2] > 0  # small rows spread over records: gather + scatter is faster
+    _same(st.get_data(), small.get_data())
     env1 = FakeVecEnv(num_envs=8, lengths=[7] * 8)
     st1 = _storage(env1)
     for td in _records(env1, 64):
@@ -205,3 +211,28 @@ def test_data_buffer_routes_records_by_env_id():
     with pytest.raises(KeyError, match=r"has no 'next.done' key"):
         buf.add_rollout(bad)
     assert "Fake-new" not in buf.episode_table.get_env_to_storage()  # a rejected new env is not kept routed
+
+
+def test_dict_observation_records_are_stored_with_dotted_keys():
+    import gymnasium as gym
+
+    from rlightning.types import EnvMeta, EnvRet, PolicyResponse
+
+    space = gym.spaces.Dict(
+        {"pos": gym.spaces.Box(-1, 1, (2,), np.float32), "img": gym.spaces.Box(0, 255, (3, 3), np.uint8)}
+    )
+    meta = EnvMeta("D-0", gym.spaces.Discrete(2), space, 2)
+    st = Storage(100, env_meta_list=[meta])
+
+    def ret(k, done):
+        obs = {"pos": np.full((2, 2), k, np.float32), "img": np.full((2, 3, 3), k, np.uint8)}
+        return EnvRet("D-0", obs, np.ones(2, np.float32), np.array([done, False]), np.zeros(2, bool))
+
+    rets = [ret(0, False), ret(1, False), ret(2, True), ret(3, False)]
+    resp = PolicyResponse("D-0", action=np.zeros(2, np.int64))
+    for a, b in zip(rets[:-1], rets[1:]):
+        st.add_rollout(step_to_record(a, resp, b, env_meta=meta))
+    data = st.get_data()
+    assert {"obs.pos", "obs.img", "next_obs.pos", "next_obs.img"} <= set(data.keys())
+    assert data["obs.img"].dtype == torch.uint8 and data["obs.pos"][:, 0].tolist() == [0.0, 1.0]
+    assert data["next_obs.img"][-1, 0, 0] == 2  # row 0's final observation

@@ -20,7 +20,7 @@ raises `StorageFullError` before anything changes.
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Callable, Dict, List, Optional, Union
 
 import numpy as np
@@ -82,6 +82,9 @@ class RecordWriter:
         self.direct = True
         #: Copies of each stored row the last direct write made (1: straight from the record; 2: gather + scatter).
         self.copies_per_row = 0
+        #: Rows written so far by the number of copies made on the way from the record (or tail) into the store
+        #: (the gathered path, first writes and add_episode included as 2).
+        self.rows_by_copies: Counter = Counter()
 
     # ------------------------------------------------------------------ room
 
@@ -173,6 +176,7 @@ class RecordWriter:
             if "done" in data:
                 data["done"][ends] = True
         self.timer.add("gather", time.perf_counter() - t0)
+        self.rows_by_copies[2] += plan.n
         self.write_episodes(env_id, data, plan.lengths, None if plan.boot is None else plan.boot.numpy())
 
     def _write_direct(self, plan: WritePlan) -> None:
@@ -188,7 +192,9 @@ class RecordWriter:
         copies = 0
         for chunk, idx in plan.sources:
             k = idx.numel()
-            copies = max(copies, ring.copy_rows_to(chunk.data, idx, dst[offset : offset + k]))
+            made = ring.copy_rows_to(chunk.data, idx, dst[offset : offset + k])
+            self.rows_by_copies[made] += k
+            copies = max(copies, made)
             offset += k
         self.copies_per_row = copies
         slots = slots_e

@@ -90,6 +90,9 @@ class RowRing:
         self.rows = int(rows)
         self.device = torch.device(device)
         self._on_cpu = self.device.type == "cpu"
+        #: Rows at least this large are written run by run (one copy); smaller ones by gather + scatter
+        #: (two copies of a few bytes, far fewer Python calls).
+        self.run_copy_min_bytes = 1024
         self.data: Optional[Dict[str, torch.Tensor]] = None
         self.spec: Optional[Spec] = None
 
@@ -164,9 +167,9 @@ class RowRing:
     def copy_rows_to(self, source: Dict[str, torch.Tensor], idx: torch.Tensor, dst: torch.Tensor) -> int:
         """Write rows ``idx`` of ``source`` to rows ``dst`` (same length), with as few copies as possible.
 
-        Where both index runs are contiguous (a record's steps of one row, in time order) each run is
-        one slice copy; a contiguous ``dst`` is one ``index_select`` straight into the rows; otherwise
-        the rows are gathered, then scattered (two copies).
+        A contiguous ``dst`` is one ``index_select`` straight into the rows. Large rows (pixels) whose
+        index runs are contiguous (a record's steps of one row, in time order) are copied run by run,
+        one slice copy each; otherwise the rows are gathered, then scattered (two copies).
 
         Returns:
             Copies of each row made (1 or 2).
@@ -190,7 +193,7 @@ class RowRing:
                 if k in source:
                     torch.index_select(self._cast(source[k], out), 0, i, out=out[d0 : d0 + n])
             return 1
-        if runs * 8 <= n:
+        if runs * 8 <= n and self._row_bytes() >= self.run_copy_min_bytes:
             bounds = torch.cat([starts, torch.tensor([n])]).tolist()
             src_at = idx.index_select(0, starts).tolist()
             dst_at = dst.index_select(0, starts).tolist()
@@ -208,6 +211,9 @@ class RowRing:
             if k in source:
                 out.index_copy_(0, d, self._cast(source[k], out).index_select(0, i))
         return 2
+
+    def _row_bytes(self) -> int:
+        return sum(v[0].numel() * v.element_size() for v in self.data.values()) if self.data else 0
 
     @staticmethod
     def _cast(src: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
