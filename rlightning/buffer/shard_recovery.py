@@ -94,6 +94,8 @@ class ShardRecovery:
             if seed is not None:
                 seed += shard + 7919 * (self.shard_restarts + 1)
             self._handles[shard].kill()
+            if isinstance(options, (list, tuple)):
+                options = options[shard]  # its own (soft) node affinity: elsewhere when that node is gone
             self._handles[shard] = WorkerHandle(create_storages(kwargs, 1, True, options, seed)[0])
             self._sizes[shard] = 0
             self._shard_stats[shard] = {}

@@ -92,6 +92,8 @@ class WorkerSlot:
                 "name": f"env-{self.env_id}-{uuid.uuid4().hex[:8]}",
                 "runtime_env": {"env_vars": self.env_vars or InternalFlag.get_env_vars()},
             }
+            if self.config.resources:
+                options["resources"] = dict(self.config.resources)
             worker = launch_ray_actor(self.env_cls, self.config, options=options, **kwargs)
         else:
             worker = self.env_cls(self.config, **kwargs)
