@@ -140,8 +140,10 @@ class DataBuffer:
         *,
         num_storages: int = 1,
         num_train_workers: int = 1,
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: Optional[Union[Dict[str, Any], Sequence[Dict[str, Any]]]] = None,
         component_distribution: Optional[Dict[str, Dict[str, Dict[str, Any]]]] = None,
+        node_affinity_env: Optional[bool] = None,
+        node_affinity_train: Optional[bool] = None,
     ) -> DataBuffer:
         """Create the storage shards: local objects, or Ray actors as the buffer's ``remote`` / ``placement`` say.
 
@@ -150,8 +152,11 @@ class DataBuffer:
             env_ids: Env ids to place on shards now (default: those of ``env_meta_list``).
             num_storages: Number of shards (``ClusterConfig.buffer_worker_num``).
             num_train_workers: Number of train workers fed by ``sample``.
-            storage_options: Ray actor options of each shard (``num_cpus`` default 1, ...).
+            storage_options: Ray actor options of each shard (``num_cpus`` default 1, ...), or a list of
+                them, one per shard (e.g. a node affinity each).
             component_distribution: Where storages, envs and train workers run (node affinity).
+            node_affinity_env: Bind envs to shards on their node (None: whenever a distribution is given).
+            node_affinity_train: Bind train workers to shards on their node (None: likewise).
 
         Returns:
             self.
@@ -170,12 +175,20 @@ class DataBuffer:
             list(env_ids),
             num_train_workers,
             component_distribution,
-            node_affinity_env=affinity,
-            node_affinity_train=affinity,
+            node_affinity_env=affinity if node_affinity_env is None else bool(node_affinity_env),
+            node_affinity_train=affinity if node_affinity_train is None else bool(node_affinity_train),
         )
         kwargs = self._storage_kwargs(metas)
         placement = resolve_placement("storage", *self._placement_args)
-        storage_options = with_env_vars(storage_options, placement.env_vars())
+        if isinstance(storage_options, (list, tuple)):
+            if len(storage_options) != num_storages:
+                raise ValueError(
+                    f"DataBuffer.init storage_options has {len(storage_options)} entries for {num_storages} "
+                    "shards; give one dict for all shards or one per shard"
+                )
+            storage_options = [with_env_vars(o, placement.env_vars()) for o in storage_options]
+        else:
+            storage_options = with_env_vars(storage_options, placement.env_vars())
         self.shards.launch(kwargs, num_storages, placement.remote_storage, storage_options)
         self.episode_table = table
         logger.info(

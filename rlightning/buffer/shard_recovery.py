@@ -70,8 +70,8 @@ class ShardSet:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def launch(self, kwargs: Dict[str, Any], num: int, remote: bool, options: Optional[Dict[str, Any]]) -> None:
-        """Create ``num`` shards (stopping any there were)."""
+    def launch(self, kwargs: Dict[str, Any], num: int, remote: bool, options: Any) -> None:
+        """Create ``num`` shards (stopping any there were); ``options``: one dict for all, or one per shard."""
         self.close()
         workers = create_storages(kwargs, num, remote, options, self.seed)
         self.handles = [WorkerHandle(w) for w in workers]
@@ -200,6 +200,8 @@ class ShardSet:
             if seed is not None:
                 seed += shard + 7919 * (self.restarts + 1)
             self.handles[shard].kill()
+            if isinstance(options, (list, tuple)):
+                options = options[shard]  # its own (soft) node affinity: elsewhere when that node is gone
             self.handles[shard] = WorkerHandle(create_storages(kwargs, 1, True, options, seed)[0])
             self.sizes[shard] = 0
             self.stats[shard] = {}

@@ -111,12 +111,14 @@ class BaseEngine:
             )
         if cfg.policy.optim.anneal_lr and hasattr(self.policy_group, "set_schedule"):
             self.policy_group.set_schedule(cfg.train.iterations)
+        from rlightning.utils.ray.placement_groups import buffer_placement
+
         self.buffer.init(
             self.env_metas,
             self.env_ids,
             num_storages=cfg.cluster.buffer_worker_num,
             num_train_workers=cfg.cluster.train_worker_num,
-            storage_options={"num_cpus": cfg.cluster.buffer_each_cpu_num},
+            **buffer_placement(cfg, self.env_group, self.policy_group),
         )
         self._sync_policy_weights()
 

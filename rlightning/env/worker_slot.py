@@ -98,6 +98,8 @@ class WorkerSlot:
                 "name": f"env-{self.env_id}-{uuid.uuid4().hex[:8]}",
                 "runtime_env": {"env_vars": self.env_vars or InternalFlag.get_env_vars()},
             }
+            if self.config.resources:
+                options["resources"] = dict(self.config.resources)
             worker = launch_ray_actor(RolloutWorker, self.env_cls, self.config, options=options, **kwargs)
         else:
             worker = RolloutWorker(self.env_cls, self.config, **kwargs)

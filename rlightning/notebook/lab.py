@@ -359,6 +359,17 @@ class Lab:
         )
         return f"<div class='rlightning-lab'><b>rlightning Lab</b><table>{body}</table></div>"
 
+    # ------------------------------------------------------------------ cluster launch (rlightning.notebook.launch)
+    @classmethod
+    def launch(cls, cluster_yaml: Any, **kwargs: Any) -> Lab:
+        """Start (or reuse) the cluster the YAML `ray up` takes describes, connect, and return its Lab.
+
+        The returned Lab also has ``teardown()`` (`ray down`). See `rlightning.notebook.launch.launch_lab`.
+        """
+        from rlightning.notebook.launch import launch_lab
+
+        return launch_lab(cls, cluster_yaml, **kwargs)
+
 
 @atexit.register
 def _shutdown_all() -> None:
