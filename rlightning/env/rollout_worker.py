@@ -149,7 +149,9 @@ class RolloutWorker:
             raise TypeError(f"env_cls must be a BaseEnv subclass, got {env_cls!r}")
         self.env = env_cls(config, worker_index=worker_index, preprocess_fn=preprocess_fn, **env_kwargs)
         self.env_id = self.env.env_id
-        self.num_envs = self.env.num_envs
+        # Rows of the env's EnvRets: its EnvMeta's num_envs, which may exceed its sub-envs (one row per agent).
+        rows = getattr(self.env.get_metadata(), "num_envs", None)
+        self.num_envs = int(rows) if rows else self.env.num_envs
         self.worker_index = self.env.worker_index
         self._current: Optional[EnvRet] = None
         self._episode_ids = EpisodeIds(self.num_envs, base=int(episode_id_base))
