@@ -51,3 +51,53 @@ def test_shutdown_stops_what_the_lab_built(tmp_path, lab):
     assert run._closed
     with pytest.raises(RuntimeError, match="run 'a' is closed"):
         run.step()
+
+
+@pytest.mark.ray
+def test_run_set_reaches_a_ray_train_worker_and_the_metrics(tmp_path, lab):
+    cfg = small_ppo(tmp_path, False, "cluster.remote_train=true", "cluster.train_each_cpu_num=0.25")
+    cfg.policy.optim.anneal_lr = False
+    run = lab.build(cfg)
+    assert run.policy_group.train_workers[0].is_remote
+    assert run.step()["lr"] == pytest.approx(cfg.policy.optim.lr)
+    assert run.set(lr=2e-4, clip_coef=0.15) == {"lr": 2e-4, "clip_coef": 0.15}
+    metrics = run.step()
+    assert metrics["lr"] == pytest.approx(2e-4), "the Ray train worker trained with the new learning rate"
+    assert metrics["set_lr"] == 2e-4 and metrics["set_clip_coef"] == 0.15
+    assert run.config.policy.optim.lr == 2e-4
+    with pytest.raises(KeyError, match="'update_epoch' cannot be changed on a built run; settable: .*ent_coef"):
+        run.set(update_epoch=2)
+
+
+@pytest.mark.ray
+def test_build_that_cannot_get_its_cpus_fails_at_once(tmp_path, lab):
+    import ray
+
+    free = float(ray.available_resources().get("CPU", 0))
+    per_worker = int(free / 2 * 100) / 100
+    hungry = [f"env.num_cpus={per_worker}", "cluster.remote_env=true"]
+    first = lab.build(small_ppo(tmp_path, False, *hungry), name="first")
+    assert first.engine.iteration == 0
+    with pytest.raises(
+        ValueError,
+        match=r"run 'second' needs [\d.]+ CPUs for its Ray actors \(2 env workers x "
+        r"[\d.]+\) but only [\d.]+ of the cluster's [\d.]+ are free \(runs of this Lab: 'first' holds",
+    ):
+        lab.build(small_ppo(tmp_path, False, *hungry), name="second")
+    assert sorted(lab.runs) == ["first"], "nothing of the failed build was kept"
+    lab._require_free(small_ppo(tmp_path, False, *hungry), "first")  # replacing 'first' gets its CPUs back
+
+
+@pytest.mark.ray
+def test_bad_env_id_is_caught_before_any_worker_starts(tmp_path, lab, monkeypatch):
+    import rlightning.utils.builders as builders
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("build_run was reached")
+
+    monkeypatch.setattr(builders, "build_run", no_build)
+    from rlightning.utils.config import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match=r"env.name: unknown env id 'CartPol-v1'.*'CartPole-v1'") as info:
+        lab.build(small_ppo(tmp_path, False, "env.name=CartPol-v1"))
+    assert info.value.__cause__ is None and info.value.__suppress_context__
