@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from rlightning.notebook.checks import actor_resources, check_config, describe_need
+from rlightning.notebook.errors import ResourceError, install_short_errors
 from rlightning.notebook.run import Run
-from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig, MainConfig, PolicyConfig
+from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig, LogConfig, MainConfig, PolicyConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.ray.runtime import acquire_ray, release_ray
 
@@ -75,6 +76,24 @@ def _use_token(token: Optional[str], token_file: Optional[str]) -> None:
         logger.debug("could not refresh Ray's config: %s", err)
 
 
+def notebook_run_dir() -> Path:
+    """Where runs built in a notebook write (metrics, checkpoints) unless ``log.run_dir`` is set.
+
+    ``$RLIGHTNING_RUN_DIR``, else ``<temp dir>/rlightning-<user>/runs``: never the notebook's folder.
+    """
+    explicit = os.environ.get("RLIGHTNING_RUN_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    import getpass
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name (some containers)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"rlightning-{user}" / "runs"
+
+
 def _check_remote(remote: Any) -> None:
     if not isinstance(remote, bool):
         raise TypeError(f"remote must be True (Ray actors) or False (in this process), got {remote!r}")
@@ -92,6 +111,7 @@ class Lab:
         self._pieces: Dict[str, Any] = {}
         self._open = True
         _LIVE.add(self)
+        install_short_errors()
 
     # ------------------------------------------------------------------ factories
     @classmethod
@@ -218,7 +238,7 @@ class Lab:
 
         Raises:
             ConfigError: a config problem (a ``ValueError``; an unknown name is also a ``KeyError``).
-            ValueError: the cluster has not the CPUs/GPUs free that the config asks for.
+            ResourceError: the cluster has not the CPUs/GPUs free that the config asks for (a ``ValueError``).
         """
         self._check_open()
         if not isinstance(cfg, MainConfig):
@@ -234,7 +254,11 @@ class Lab:
         self._close_named(name)
         from rlightning.utils.builders import build_run
 
-        parts = build_run(cfg.model_copy(deep=True), **buffer_fns)
+        cfg = cfg.model_copy(deep=True)
+        if cfg.log.run_dir == LogConfig().run_dir:  # the default "runs": not the notebook's folder ("./runs" is)
+            cfg.log.run_dir = str(notebook_run_dir())
+        parts = build_run(cfg, **buffer_fns)
+        logger.info("run %r writes to %s", name, parts.engine.run_dir)
         run = Run(name, parts.engine.config, parts, freeze=True)
         self._runs[name] = run
         return run
@@ -254,7 +278,7 @@ class Lab:
                 continue
             others = ", ".join(f"{n!r} holds {r.get(kind, 0):g}" for n, r in held.items() if r.get(kind)) or "none"
             total = float(ray.cluster_resources().get(kind, 0.0))
-            raise ValueError(
+            raise ResourceError(
                 f"run {name!r} needs {asked:g} {kind}s for its Ray actors ({describe_need(cfg, kind)}) but only "
                 f"{free:g} of the cluster's {total:g} are free (runs of this Lab: {others}); close a run "
                 f"(lab.runs[...].close() or build it under the same name to replace it), lower the per-worker "

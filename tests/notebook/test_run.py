@@ -101,3 +101,78 @@ def test_bad_env_id_is_caught_before_any_worker_starts(tmp_path, lab, monkeypatc
     with pytest.raises(UnknownNameError, match=r"env.name: unknown env id 'CartPol-v1'.*'CartPole-v1'") as info:
         lab.build(small_ppo(tmp_path, False, "env.name=CartPol-v1"))
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_ray_start_up_lines_go_to_the_rlightning_logger(caplog):
+    import logging
+
+    from rlightning.utils.ray.runtime import ray_messages_to_logger
+
+    ray_logger = logging.getLogger("ray")
+    before = list(ray_logger.handlers)
+    with caplog.at_level(logging.INFO, logger="rlightning"), ray_messages_to_logger():
+        logging.getLogger("ray._private.worker").info("Started a local Ray instance.")
+        logging.getLogger("ray._private.authentication").warning("Token authentication is enabled")
+    assert ray_logger.handlers == before, "Ray's own handlers are back after the start"
+    got = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("rlightning.utils.ray.runtime", "INFO", "ray: Started a local Ray instance.") in got
+    assert ("rlightning.utils.ray.runtime", "INFO", "ray: Token authentication is enabled") in got
+
+
+def test_user_errors_are_shown_as_one_message(capsys):
+    from IPython.testing.globalipapp import get_ipython
+
+    from rlightning.notebook.errors import install_short_errors
+
+    shell = get_ipython()
+    assert install_short_errors()
+    shell.run_cell(
+        "from rlightning.utils.config import load_preset\ncfg = load_preset('cartpole_ppo')\n"
+        "cfg.train.rollout_step = 3",
+        store_history=True,
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("UnknownKeyError: ") and "rollout_steps" in err and "%tb shows the full traceback" in err
+    assert "Traceback" not in err and "site-packages" not in err
+    shell.set_custom_exc((), None)
+
+
+def test_notebook_runs_write_under_a_temp_dir_not_the_working_dir(monkeypatch, tmp_path):
+    from rlightning.notebook.lab import notebook_run_dir
+
+    monkeypatch.delenv("RLIGHTNING_RUN_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert not str(notebook_run_dir()).startswith(str(tmp_path)) and notebook_run_dir().name == "runs"
+    monkeypatch.setenv("RLIGHTNING_RUN_DIR", str(tmp_path / "mine"))
+    assert notebook_run_dir() == tmp_path / "mine"
+
+
+@pytest.mark.ray
+def test_lab_build_default_run_dir_metrics_df_and_compare(tmp_path, lab, monkeypatch):
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    monkeypatch.setenv("RLIGHTNING_RUN_DIR", str(tmp_path / "nb-runs"))
+    monkeypatch.chdir(tmp_path)
+    cfg = apply_overrides(
+        load_preset("cartpole_ppo"),
+        [
+            "env.num_workers=1",
+            "env.num_envs=4",
+            "train.rollout_steps=32",
+            "log.progress=false",
+            "cluster.remote_env=false",
+        ],
+    )
+    a = lab.build(cfg, name="a")
+    b = lab.build(cfg, name="b")
+    assert str(a.engine.run_dir).startswith(str(tmp_path / "nb-runs"))
+    a.run(iterations=2)
+    b.step()
+    assert not (tmp_path / "runs").exists(), "nothing is written into the working directory"
+    df = a.metrics_df()
+    assert list(df["iteration"]) == [1, 2] and "episode_return_mean" in df.columns
+    view = lab.compare(a, b, live=False)
+    assert [r["name"] for r in view.state["runs"]] == ["a", "b"] and view.png[:4] == b"\x89PNG"
+    assert [r["iteration"] for r in view.state["runs"]] == [2, 1]
+    with pytest.raises(TypeError, match="compare\\(\\) takes Run objects"):
+        lab.compare(a, "b")
