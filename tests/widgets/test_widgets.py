@@ -31,7 +31,18 @@ def test_buffer_view_follows_buffer_stats(engine):
     assert f">{state['size']}<" in view.widget.value
     assert state["transitions_written"] == state["size"] and not state["cleared_by_sample"]
     assert f"rl-written'>{state['transitions_written']}<" in view.widget.value
-    assert buffer_state(engine.buffer) == {**state, "sample_rows": buffer_state(engine.buffer)["sample_rows"]}
+    plain = {k: v for k, v in state.items() if k != "writes_per_sec"}  # the view's own windowed rate
+    assert buffer_state(engine.buffer) == {**plain, "sample_rows": buffer_state(engine.buffer)["sample_rows"]}
+
+
+def test_buffer_write_rate_is_windowed_so_a_burst_cannot_spike_it(engine):
+    view = BufferViewWidget(engine.buffer)
+    view._written.clear()
+    assert view._write_rate(0, now=0.0) is None, "no rate before a second of history"
+    assert view._write_rate(100, now=5.0) == 20.0
+    assert view._write_rate(110, now=5.001) == pytest.approx(22.0, rel=1e-3), "10 adds in 1 ms barely move it"
+    # the window keeps the newest sample at least 10 s old: (5.001, 110)
+    assert view._write_rate(300, now=20.0) == pytest.approx((300 - 110) / (20.0 - 5.001)), "older samples leave"
 
 
 def test_buffer_view_counts_what_an_on_policy_buffer_has_handed_to_training(tmp_path, build):
