@@ -103,7 +103,8 @@ class BufferViewWidget(LiveView):
             recent = f"<div><i>recent episodes</i>{html_table(['env', 'return', 'length'], rows)}</div>"
         sample = ""
         if s["sample_rows"]:
-            sample = f"<div><i>sample rows</i>{html_table(['reward', 'done', 'action'], rows_of(s['sample_rows'], ['reward', 'done', 'action']))}</div>"
+            keys = ["reward", "done", "action"]
+            sample = f"<div><i>sample rows</i>{html_table(keys, rows_of(s['sample_rows'], keys))}</div>"
         rate = s.get("writes_per_sec")
         rate_text = f", writes/s (last {RATE_WINDOW_S:.0f} s): {esc(num(rate))}" if rate is not None else ""
         episodes = (

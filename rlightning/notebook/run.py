@@ -275,6 +275,18 @@ class Run:
         panel.display()
         return panel
 
+    def record(self, episodes: int = 1, max_steps: int = 2_000, fps: int = 30) -> Any:
+        """Play the current policy (deterministic) for ``episodes`` episodes and show them as inline videos.
+
+        Returns an `EpisodePlayer` (its ``state`` has each episode's return and length). Needs
+        ``imageio`` and ``imageio-ffmpeg`` (the notebook extra). The run must not be training.
+        """
+        self._check_idle()
+        from rlightning.notebook.record import record_episodes
+        from rlightning.widgets.player import EpisodePlayer
+
+        return EpisodePlayer(record_episodes(self, episodes, max_steps=max_steps, fps=fps))
+
     # ------------------------------------------------------------------ lifecycle
     def save(self, path: Optional[str] = None, include_buffer: bool = False) -> Any:
         """Write a checkpoint folder and return its path."""
