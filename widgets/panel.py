@@ -86,6 +86,23 @@ def _workers_html(workers: Dict[str, Any]) -> str:
     return f"<div class='rl-workers'>{html_table(['', 'count'], rows)}</div>"
 
 
+_BOX: Dict[int, type] = {}
+
+
+def _panel_box(w: Any) -> type:
+    """A VBox whose plain-text form (a saved notebook without widget state) is one readable line."""
+    if id(w) not in _BOX:
+
+        class PanelBox(w.VBox):
+            panel_name = ""
+
+            def __repr__(self) -> str:
+                return f"rlightning control panel of run {self.panel_name!r} (live while its kernel runs)"
+
+        _BOX[id(w)] = PanelBox
+    return _BOX[id(w)]
+
+
 class ControlPanel:
     """Controls and live views of one `Run`.
 
@@ -130,6 +147,7 @@ class ControlPanel:
             "pause": w.Button(description="Pause", tooltip="hold after the current iteration", layout=lay),
             "resume": w.Button(description="Resume", tooltip="go on to the goal", layout=lay),
             "stop": w.Button(description="Stop", tooltip="stop after the current phase", layout=lay),
+            "play": w.Button(description="Play episode", tooltip="run.record(episodes=1): a video", layout=lay),
         }
         self.n_field = w.BoundedIntText(value=50, min=1, max=1_000_000, description="N", layout=w.Layout(width="130px"))
         for name, button in self.buttons.items():
@@ -158,17 +176,20 @@ class ControlPanel:
         self._bodies = bodies
         controls = w.HBox([*self.buttons.values(), self.n_field])
         hp = w.HBox([*self.fields.values(), self.apply_button]) if self.fields else w.HBox([])
-        self.container = w.VBox(
+        self.player = w.HTML(layout=w.Layout(display="none"))
+        self.container = _panel_box(w)(
             [
                 self.header,
                 w.HBox([self.progress, self.status_label]),
                 controls,
                 hp,
                 self.chart,
+                self.player,
                 *self.sections.values(),
             ],
             _dom_classes=["rlightning-panel"],
         )
+        self.container.panel_name = self.run.name
 
     def _current_value(self, name: str) -> Optional[float]:
         policy = self.run.config.policy
@@ -190,18 +211,30 @@ class ControlPanel:
                 run.resume()
             elif name == "stop":
                 run.stop(timeout=0)
+            elif name == "play":
+                self.play()
             elif name == "apply":
                 values = {k: f.value for k, f in self.fields.items() if f.value != self._current_value(k)}
                 if values:
                     run.set(**values)
             else:
-                raise ValueError(f"unknown control {name!r}; controls: step, run, pause, resume, stop, apply")
+                raise ValueError(f"unknown control {name!r}; controls: step, run, pause, resume, stop, play, apply")
             self.last_error = None
-        except (RuntimeError, ValueError, KeyError, TypeError) as err:
+        except (RuntimeError, ValueError, KeyError, TypeError, ImportError) as err:
             self.last_error = f"{name}: {err}"
         self.refresh()
 
     last_error: Optional[str] = None
+    last_player: Any = None
+
+    def play(self) -> Any:
+        """Record one episode with the current policy and show its video in the panel; returns the player."""
+        player = self.run.record(episodes=1)
+        self.last_player = player
+        if self._w is not None:
+            self.player.value = player._repr_html_()
+            self.player.layout.display = None
+        return player
 
     def button_states(self) -> Dict[str, bool]:
         """Which controls are enabled now."""
@@ -214,6 +247,7 @@ class ControlPanel:
             "pause": running,
             "resume": can_resume and self.run.status["state"] in ("paused", "stopped"),
             "stop": running,
+            "play": not running and not closed,
         }
 
     # ------------------------------------------------------------------ refresh

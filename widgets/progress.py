@@ -20,6 +20,22 @@ def in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
+_BOX: dict = {}
+
+
+def _progress_box(w: Any) -> type:
+    """An HBox whose plain-text form (a saved notebook without widget state) is the progress line."""
+    if id(w) not in _BOX:
+
+        class ProgressBox(w.HBox):
+            def __repr__(self) -> str:
+                bar, label = self.children
+                return f"iteration {label.value}"
+
+        _BOX[id(w)] = ProgressBox
+    return _BOX[id(w)]
+
+
 class WidgetProgress:
     """An ``IntProgress`` from the goal's first to its last iteration, with the run's status beside it."""
 
@@ -28,7 +44,7 @@ class WidgetProgress:
         first, last = run.goal
         self.bar = w.IntProgress(min=first, max=max(last, first + 1), value=first, description="iteration")
         self.label = w.HTML()
-        self.box = w.HBox([self.bar, self.label], _dom_classes=["rlightning-progress"])
+        self.box = _progress_box(w)([self.bar, self.label], _dom_classes=["rlightning-progress"])
         self.update()
         from IPython.display import display
 

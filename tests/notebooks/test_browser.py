@@ -259,6 +259,20 @@ def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
             stopped_at = _it(state)
             assert state["status"] == f"stopped at iteration {stopped_at}" and paused_at < stopped_at < 51
             assert state["chart"], "the charts image is in the panel"
+
+            page.locator(".rl-btn-play").first.click()
+            page.wait_for_selector(".rlightning-panel video.rl-episode-video", timeout=300_000)
+            page.wait_for_function(
+                "() => { const v = document.querySelector('.rlightning-panel video.rl-episode-video');"
+                " return v && v.readyState >= 1 && v.duration > 0; }",
+                timeout=60_000,
+            )
+            duration = page.evaluate(
+                "() => document.querySelector('.rlightning-panel video.rl-episode-video').duration"
+            )
+            assert duration > 0, "the episode video has no duration"
+            page.locator(".rlightning-panel video.rl-episode-video").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(tmp_path / "episode_player.png"), full_page=False)
         finally:
             browser.close()
     widget_errors = _widget_errors(console_errors)

@@ -209,3 +209,32 @@ def test_charts_and_rates():
     assert series["mean episode return"]["episode_return_mean"] == ([200.0], [20.0])
     assert draw_charts(rows, target_return=475)[:4] == b"\x89PNG" and draw_charts([]) is None
     assert num(10291.29) == "10,291" and num(0.000123456) == "0.000123" and num(4096) == "4,096"
+
+
+def test_play_button_shows_an_episode_video_and_saved_notebooks_read_plainly(make_run):
+    pytest.importorskip("imageio_ffmpeg")
+    pytest.importorskip("pygame")
+    run = make_run()
+    panel = ControlPanel(run, live=False)
+    assert panel.player.layout.display == "none"
+    panel.buttons["play"].click()
+    assert panel.state["error"] is None, panel.state["error"]
+    assert "rl-episode-video" in panel.player.value and panel.player.layout.display is None
+    ep = panel.last_player.state["episodes"][0]
+    assert ep["length"] >= 1 and f"length {ep['length']}" in panel.player.value
+    assert repr(panel.container) == "rlightning control panel of run 'panel' (live while its kernel runs)"
+
+
+def test_progress_line_of_run_run_in_a_notebook(make_run, monkeypatch):
+    import rlightning.widgets.progress as progress
+
+    shown = []
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    run = make_run("train.iterations=2", "log.progress=true")
+    run.run()
+    (box,) = shown
+    bar, label = box.children
+    assert (bar.min, bar.value, bar.max) == (0, 2, 2) and bar.bar_style == "success"
+    assert label.value.endswith("finished 2 iteration(s), at iteration 2")
+    assert repr(box).startswith("iteration 2/2")
