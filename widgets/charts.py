@@ -99,6 +99,23 @@ def _new_figure(ncols: int, width_px: int, height_px: int, dpi: int = 80):
     return fig, axes
 
 
+def _compact(value: float, _pos: Any = None) -> str:
+    """Tick labels that do not run into each other: 12k, 1.5M."""
+    a = abs(value)
+    if a >= 1e6:
+        return f"{value / 1e6:g}M"
+    if a >= 1e3:
+        return f"{value / 1e3:g}k"
+    return f"{value:g}"
+
+
+def _style_x(ax: Any) -> None:
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(_compact))
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.tight_layout(pad=0.6)
@@ -138,6 +155,7 @@ def draw_charts(
         ax.set_title(title, fontsize=9)
         ax.set_xlabel(xlabels[title], fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
+        _style_x(ax)
         ax.grid(alpha=0.3)
         if len(handles) > 1:
             ax.legend(handles=handles, fontsize=7, loc="best", framealpha=0.6)
@@ -166,6 +184,7 @@ def draw_compare(
         ax.set_title(key.replace("_", " "), fontsize=9)
         ax.set_xlabel(xkey.replace("_", " "), fontsize=8)
         ax.tick_params(labelsize=7)
+        _style_x(ax)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best", framealpha=0.6)
     return _png(fig)

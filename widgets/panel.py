@@ -282,8 +282,10 @@ class ControlPanel:
         self.progress.value = s["iteration"]
         self.progress.bar_style = BAR_STYLE.get(s["state"], "")
         msg = s["status"] if not s["error"] else f"{s['status']} · <b>{esc(s['error'])}</b>"
+        badge = "" if s["status"].startswith(s["state"]) else f"{esc(s['state'])}: "
         self.status_label.value = (
-            f"<span class='rl-state'>{esc(s['state'])}</span>: <span class='rl-status'>{msg}</span>"
+            f"<span class='rl-state' data-state='{esc(s['state'])}' style='display:none'>{esc(s['state'])}</span>"
+            f"{badge}<span class='rl-status'>{msg}</span>"
         )
         hp = ", ".join(f"{k}={num(v)}" for k, v in s["hyperparameters"].items())
         self.header.value = (
