@@ -176,3 +176,26 @@ def test_lab_build_default_run_dir_metrics_df_and_compare(tmp_path, lab, monkeyp
     assert [r["iteration"] for r in view.state["runs"]] == [2, 1]
     with pytest.raises(TypeError, match="compare\\(\\) takes Run objects"):
         lab.compare(a, "b")
+
+
+def test_tensorboard_extra_writes_event_files_that_read_back(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlightning.notebook.run import Run
+    from rlightning.utils.builders import build_run
+
+    parts = build_run(small_ppo(tmp_path, False, "log.tensorboard=true", "log.name=tb-run"))
+    run = Run("tb", parts.engine.config, parts)
+    try:
+        run.run(iterations=2)
+        steps = [m["env_steps"] for m in run.metrics]
+        losses = [m["policy_loss"] for m in run.metrics]
+    finally:
+        run.close()
+    events = EventAccumulator(str(tmp_path / "tb-run" / "tb"))
+    events.Reload()
+    scalars = events.Scalars("policy_loss")
+    assert [s.step for s in scalars] == steps
+    assert [s.value for s in scalars] == pytest.approx(losses, rel=1e-6)
+    assert "episode_return_mean" in events.Tags()["scalars"]
