@@ -129,3 +129,27 @@ def test_without_ipywidgets_renders_html_with_hint(engine, monkeypatch):
     assert "pip install" in shown[0].data
     dash = EngineDashboard(engine, live=False)
     assert dash.container is None and "rlightning-episode-table" in dash._repr_html_()
+
+
+def test_episode_table_view_shows_nodes_and_a_routing_diagram():
+    from rlightning.buffer.utils.episode_table import EpisodeTable
+
+    table = EpisodeTable(
+        2,
+        env_ids=["e0", "e1", "e2"],
+        num_train_workers=2,
+        component_distribution={
+            "env": {"e0": {"node_ip": "10.0.0.1"}, "e1": {"node_ip": "10.0.0.2"}, "e2": {"node_ip": "10.0.0.1"}},
+            "storage": {"0": {"node_ip": "10.0.0.1"}, "1": {"node_ip": "10.0.0.2"}},
+            "train": {"0": {"node_ip": "10.0.0.1"}, "1": {"node_ip": "10.0.0.2"}},
+        },
+    )
+    view = EpisodeTableWidget(table)
+    rows = {r["env_id"]: r for r in view.state["rows"]}
+    assert rows["e1"]["env_node"] == "10.0.0.2"
+    shard = rows["e0"]["storage"]
+    assert rows["e0"]["storage_node"] == table.component_distribution["storage"][str(shard)]["node_ip"]
+    html = view.widget.value
+    assert "shard node" in html and "10.0.0.2" in html
+    assert html.count("<line") == 3 + sum(len(w) for w in view.state["storage_to_train"].values())
+    assert "train 1" in html and "shard 0" in html
