@@ -12,7 +12,6 @@ pytest.importorskip("pygame")  # CartPole's renderer
 def test_record_plays_episodes_with_return_length_and_video(tmp_path):
     from rlightning.notebook.run import Run
     from rlightning.utils.builders import build_run
-
     from tests.support.configs import small_ppo
 
     parts = build_run(small_ppo(tmp_path, False))
