@@ -199,3 +199,40 @@ def test_tensorboard_extra_writes_event_files_that_read_back(tmp_path):
     assert [s.step for s in scalars] == steps
     assert [s.value for s in scalars] == pytest.approx(losses, rel=1e-6)
     assert "episode_return_mean" in events.Tags()["scalars"]
+
+
+README_SECOND_BUILD = """
+from rlightning.notebook import Lab, ResourceError
+from rlightning.utils.config import load_preset
+lab = Lab.local(num_cpus=2)
+cfg = load_preset("cartpole_ppo")
+cfg.log.run_dir = {run_dir!r}
+run = lab.build(cfg)
+try:
+    lab.build(load_preset("cartpole_ppo"), name="second")
+except ResourceError as err:
+    print("RESOURCE-ERROR:", err)
+run.step()
+print("FIRST-RUN-STEPPED", run.engine.iteration)
+lab.shutdown()
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_readme_second_build_on_two_cpus_fails_at_once_naming_the_cpus(tmp_path):
+    import subprocess
+    import sys
+
+    script = README_SECOND_BUILD.format(run_dir=str(tmp_path / "runs"))
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (
+        "RESOURCE-ERROR: run 'second' needs 2 CPUs for its Ray actors (2 env workers x 1) but only 0 of the "
+        "cluster's 2 are free (runs of this Lab: 'default' holds 2)" in out.stdout
+    ), out.stdout
+    assert "FIRST-RUN-STEPPED 1" in out.stdout, "the first run is untouched by the failed build"
+    assert "Started a local Ray instance" not in out.stderr and "Token authentication" not in out.stderr
