@@ -238,3 +238,24 @@ def test_progress_line_of_run_run_in_a_notebook(make_run, monkeypatch):
     assert (bar.min, bar.value, bar.max) == (0, 2, 2) and bar.bar_style == "success"
     assert label.value.endswith("finished 2 iteration(s), at iteration 2")
     assert repr(box).startswith("iteration 2/2")
+
+
+def test_run_set_lr_reaches_every_optimizer_that_used_it_in_sac(tmp_path):
+    from rlightning.utils.builders import build_run
+    from tests.support.configs import small_sac
+
+    parts = build_run(small_sac(tmp_path, False))
+    run = Run("sac", parts.engine.config, parts, freeze=True)
+    try:
+        assert "q_lr" in run.settable and "tau" in run.settable and "clip_coef" in run.settable
+        worker = run.policy_group.train_workers[0].worker
+        before = {n: [g["lr"] for g in o.param_groups] for n, o in worker.optimizers.items()}
+        lr = run.config.policy.optim.lr
+        run.set(lr=lr / 2, tau=0.01)
+        after = {n: [g["lr"] for g in o.param_groups] for n, o in worker.optimizers.items()}
+        for name, lrs in before.items():
+            expected = [lr / 2 if v == lr else v for v in lrs]
+            assert after[name] == pytest.approx(expected), name
+        assert worker.config.tau == 0.01 and run.step()["set_tau"] == 0.01
+    finally:
+        run.close()
