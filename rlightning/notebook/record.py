@@ -35,7 +35,14 @@ class Recording:
 
 
 def _make_env(cfg: Any) -> Any:
+    import os
+
     import gymnasium as gym
+
+    # Off-screen rendering: pygame (classic control, Box2D) needs no display; without this SDL prints
+    # "XDG_RUNTIME_DIR is invalid" into the cell on headless machines.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
     if cfg.env.backend != "gymnasium":
         raise ValueError(
