@@ -1,4 +1,5 @@
-"""`EngineDashboard`: progress, metric sparklines, current phase, and the buffer and episode-table views."""
+"""`EngineDashboard`: progress, metric sparklines, current phase, restarts and env errors, and the buffer and
+episode-table views."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def engine_state(engine: Any) -> Dict[str, Any]:
         "last": dict(engine.last_metrics),
         "series": series,
         "restarts": {k: int(restarts.get(k, 0)) for k in ("env_restarts", "eval_restarts", "storage_restarts")},
+        "env_errors": int(restarts.get("env_errors", 0)),
         "timing": {k: v.get("mean") for k, v in engine.timing.summary().items() if "mean" in v},
     }
 
@@ -90,6 +92,7 @@ class EngineDashboard(LiveView):
             f" · phase <span class='rl-phase'>{esc(s['phase'])}</span>"
             f" · restarts <span class='rl-restarts'>env {r['env_restarts']}, eval {r['eval_restarts']},"
             f" storage {r['storage_restarts']}</span>"
+            f" · env errors <span class='rl-env-errors'>{s['env_errors']}</span>"
             f" · return {esc(fmt(s['last'].get('episode_return_mean')))}"
             f"<div>{sparks}</div><div style='font-size:11px'>mean time per iteration: {timing}</div></div>"
         )

@@ -140,6 +140,36 @@ ITEMS: Dict[str, Item] = {
         floor_of=("rl_ray_step",),
         quick_cases=("1x8", "2x64"),
     ),
+    "pixels": Item(
+        "pixels",
+        "Pixel sampling, synthetic 84x84x4 uint8 frames, Nature CNN acting (case = workers x sub-envs; env steps/s)",
+        (
+            Side(
+                "rl_ray",
+                "rlightning, env workers on Ray acting with the built-in CNN (transitions stored)",
+                "ours",
+                "ours",
+                "rlightning_pixels.py",
+                ("--mode", "ray"),
+            ),
+            Side(
+                "rl_local",
+                "rlightning, local env workers (transitions stored)",
+                "info",
+                "ours",
+                "rlightning_pixels.py",
+                ("--mode", "local"),
+            ),
+            Side(
+                "limit",
+                "limit: one SyncVectorEnv + the same CNN, one process, nothing stored",
+                "limit",
+                "ours",
+                "limit_pixels.py",
+            ),
+        ),
+        ("2x16",),
+    ),
     "buffer": Item(
         "buffer",
         "Replay buffer: extend (chunks of 1000, transitions/s) and sample (batch 256, batches/s)",
@@ -163,7 +193,7 @@ ITEMS: Dict[str, Item] = {
     ),
     "ppo": Item(
         "ppo",
-        "PPO time to solve CartPole-v1 (mean return of 20 episodes >= 475), matched hyperparameters (seconds)",
+        "PPO time to solve CartPole-v1 (mean return of 20 episodes >= 475), each side's settings and SB3's (seconds)",
         (
             Side(
                 "rl_ray",
@@ -184,7 +214,24 @@ ITEMS: Dict[str, Item] = {
                 per_repeat_process=True,
                 full_only=True,
             ),
+            Side(
+                "rl_sb3hp",
+                "rlightning at SB3's zoo hyperparameters, local env workers",
+                "ours",
+                "ours",
+                "rlightning_ppo.py",
+                ("--mode", "local", "--hparams", "sb3"),
+                per_repeat_process=True,
+            ),
             Side("rllib", "RLlib PPO", "peer", "rllib", "rllib_ppo.py", per_repeat_process=True),
+            Side(
+                "sb3",
+                "Stable-Baselines3 PPO, rl-zoo hyperparameters",
+                "peer",
+                "sb3",
+                "sb3_ppo.py",
+                per_repeat_process=True,
+            ),
         ),
         ("solve",),
         higher_is_better=False,
@@ -232,9 +279,12 @@ GOALS: Tuple[Goal, ...] = (
     Goal("sampling", "rl_ray", "torchrl", ">=", 5.0),
     Goal("sampling", "rl_ray", "limit", ">=", 0.3),
     Goal("sampling", "rl_local", "limit", ">=", 0.8),
+    Goal("pixels", "rl_ray", "limit", ">=", 0.6),
     Goal("buffer", "rl_local", "torchrl", ">=", 1.0),
     Goal("buffer", "rl_local", "limit", ">=", 0.8),
     Goal("ppo", "rl_ray", "rllib", "<=", 0.7),
+    Goal("ppo", "rl_ray", "sb3", "<=", 0.5),
+    Goal("ppo", "rl_sb3hp", "sb3", "<=", 1.0),
     Goal("coldstart", "rl", "rllib", "<=", 0.5),
 )
 

@@ -18,12 +18,13 @@ import gymnasium as gym
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
 from rlightning.notebook import Lab
 from rlightning.policy import BasePolicy
 from rlightning.types import EnvMeta
-from rlightning.utils.config import MainConfig
+from rlightning.utils.config import MainConfig, PolicyConfig
 from rlightning.utils.registry import POLICIES
 
 lab = Lab.local(num_cpus=4, log_to_driver=False)
@@ -99,12 +100,32 @@ print(f"always right: {steps} steps, return {total:.2f}, final observation {obs.
 # This one is a plain advantage actor-critic (A2C): one gradient step per iteration on the whole
 # rollout. It uses the GAE advantages as they come: normalising them per batch (as PPO does) turns
 # the noise of a rollout in which no walker reached the end into a full-size gradient step, and
-# with one step per iteration that can push the policy into always walking left for good. `POLICIES.register(..., override=True)` makes re-running the cell safe.
+# with one step per iteration that can push the policy into always walking left for good.
+# `POLICIES.register(..., override=True)` makes re-running the cell safe.
+#
+# Its hyperparameters get their own config class: a `PolicyConfig` subclass adds the algorithm's
+# fields to the shared ones (`hidden_sizes`, `activation`, `optim`, `gamma`, weight sync, ...), each
+# with a default and a docstring. The policy names it in `config_cls` (or pass
+# `POLICIES.register(..., config=A2CConfig)`); then `policy.type: corridor_a2c` in a config builds an
+# `A2CConfig`, and a key it does not have is rejected with the closest valid name.
 
 # %%
+class A2CConfig(PolicyConfig):
+    """A2C's settings on top of the shared policy config."""
+
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE lambda of the advantages the buffer computes."""
+    ent_coef: float = Field(0.01, ge=0)
+    """Entropy bonus coefficient."""
+    vf_coef: float = Field(0.5, ge=0)
+    """Value loss coefficient."""
+
+
 @POLICIES.register("corridor_a2c", override=True)
 class CorridorA2C(BasePolicy):
     """Advantage actor-critic with small MLPs; advantages from the buffer's GAE."""
+
+    config_cls = A2CConfig
 
     @classmethod
     def buffer_postprocess_fn(cls, policy_cfg):
@@ -135,7 +156,7 @@ class CorridorA2C(BasePolicy):
         policy_loss = -(dist.log_prob(action) * advantage).mean()
         value_loss = (self.critic(obs).squeeze(-1) - ret).pow(2).mean()
         entropy = dist.entropy().mean()
-        loss = policy_loss + 0.5 * value_loss - 0.01 * entropy
+        loss = policy_loss + self.config.vf_coef * value_loss - self.config.ent_coef * entropy
         optimizer = self.optimizers["main"]  # BasePolicy.setup_optimizer made it from config.policy.optim
         optimizer.zero_grad()
         loss.backward()
@@ -164,6 +185,7 @@ cfg = MainConfig(
     log={"run_dir": tempfile.mkdtemp(prefix="rlightning-custom-"), "jsonl": False},
 )
 print(cfg.env.name, "x", cfg.env.num_workers * cfg.env.num_envs, "sub-envs;", "policy", cfg.policy.type)
+print(type(cfg.policy).__name__, "gae_lambda", cfg.policy.gae_lambda, "ent_coef", cfg.policy.ent_coef)
 
 # %%
 run = lab.build(cfg)

@@ -268,13 +268,18 @@ class BaseEngine:
         ) from err
 
     def restart_counts(self, env_stats: Optional[Dict[str, Any]] = None) -> Dict[str, int]:
-        """Workers restarted so far: env actors, eval policy actors and storage shards."""
+        """Workers restarted so far (env workers, eval policy actors, storage shards) and env errors.
+
+        ``env_restarts`` counts every recreated env worker (its actor died or its env raised);
+        ``env_errors`` the exceptions raised by the envs' own code.
+        """
         if env_stats is None:
             env_stats = self.env_group.stats() if hasattr(self.env_group, "stats") else {}
         env = int(env_stats.get("total_restarts", 0))
         pstats = self.policy_group.stats() if hasattr(self.policy_group, "stats") else {}
         return {
             "env_restarts": env,
+            "env_errors": int(env_stats.get("total_env_errors", 0)),
             "eval_restarts": int(pstats.get("total_eval_restarts", 0)),
             "storage_restarts": int(getattr(self.buffer, "shard_restarts", 0)),
         }

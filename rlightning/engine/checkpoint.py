@@ -83,7 +83,7 @@ def load_engine_files(path: Path) -> tuple[Dict[str, Any], MainConfig]:
     except yaml.YAMLError as err:
         raise CheckpointError(f"checkpoint config.yaml is not valid YAML: {err}") from None
     try:
-        config = config_from_dict(raw, source="in checkpoint config.yaml")
+        config = config_from_dict(raw, source="in checkpoint config.yaml", legacy=True)
     except ValueError as err:
         raise CheckpointError(str(err)) from None
     rng_file = path / "rng.pt"

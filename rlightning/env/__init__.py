@@ -6,6 +6,7 @@ Importing this package registers the built-in envs in ``ENVS``:
 
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.env_group import EnvGroup
+from rlightning.env.errors import EnvWorkerError, caller_error
 from rlightning.env.gym_env import GymnasiumEnv, resolve_env_spec
 from rlightning.env.multi_agent_env import RendezvousEnv
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -13,8 +14,10 @@ from rlightning.env.utils.utils import default_env_preprocess_fn
 __all__ = [
     "BaseEnv",
     "EnvGroup",
+    "EnvWorkerError",
     "GymnasiumEnv",
     "RendezvousEnv",
+    "caller_error",
     "default_env_preprocess_fn",
     "resolve_env_spec",
 ]

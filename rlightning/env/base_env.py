@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from rlightning.env.errors import caller_error
 from rlightning.env.inference import WorkerInference
 from rlightning.env.utils.episodes import EpisodeTracker, episode_report
 from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
@@ -133,17 +134,25 @@ class BaseEnv(WorkerInference, ABC):
     def check_policy_resp(self, policy_resp: Any) -> None:
         """Raise if ``policy_resp`` is not a response meant for this worker.
 
+        Its errors are marked as the caller's (`rlightning.env.errors.caller_error`): the group raises
+        them at once instead of recreating the worker. A subclass marks its own input checks the same way;
+        any other exception of ``step`` or ``reset`` counts as an env error and recreates the worker.
+
         Raises:
             TypeError: not a `PolicyResponse`.
             ValueError: its ``env_id`` names another env worker.
         """
         if not isinstance(policy_resp, PolicyResponse):
-            raise TypeError(f"env {self.env_id}: step() takes a PolicyResponse, got {type(policy_resp).__name__}")
+            raise caller_error(
+                TypeError(f"env {self.env_id}: step() takes a PolicyResponse, got {type(policy_resp).__name__}")
+            )
         resp_id = policy_resp.env_id
         if resp_id is not None and resp_id != self.env_id:
-            raise ValueError(
-                f"env {self.env_id}: got a PolicyResponse for env {resp_id!r}; a response must answer the "
-                "EnvRet of the same env_id"
+            raise caller_error(
+                ValueError(
+                    f"env {self.env_id}: got a PolicyResponse for env {resp_id!r}; a response must answer the "
+                    "EnvRet of the same env_id"
+                )
             )
 
     def __repr__(self) -> str:

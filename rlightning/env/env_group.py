@@ -15,11 +15,19 @@ when `init` runs). Every call goes through the call layer
 (`WorkerHandle`, `resolve`, `wait_any`), so one code path serves both, and
 `step` issues every worker call before resolving them all with one `resolve`.
 
-Fault tolerance: a worker actor that dies (``RayActorError``) is relaunched (at
-most ``EnvConfig.max_restarts`` times) and reset; its fresh reset `EnvRet`
-stands in for the lost step, its env id is queued for
-`pop_restarted_env_ids` (the engine truncates that episode in the buffer, so
-it is never stored as complete), and the restart is counted in `stats`.
+Fault tolerance: a worker actor that dies (``RayActorError``), or a worker
+whose env raises in ``step`` / ``reset`` (a crashing simulator: the exception
+itself from a local worker, a ``RayTaskError`` wrapping it from an actor), is
+recreated (at most ``EnvConfig.max_restarts`` times over its life) and reset;
+its fresh reset `EnvRet` stands in for the lost step, its env id is queued for
+`pop_restarted_env_ids` (the engine truncates its episodes in flight in the
+buffer, so they are never stored as complete), and the restart (and the env
+error) is counted in `stats`. Past the limit `EnvWorkerError` names the env
+id, the counts and the original exception. The caller's own bugs (a wrong
+`PolicyResponse`, an action outside the space) are raised at once, never
+retried (see `rlightning.env.errors`). The restart path is `WorkerRecovery`
+(`rlightning.env.recovery`); a gymnasium worker rebuilds its env in place
+(``GymnasiumEnv.recreate_env``), keeping its actor and policy copy.
 """
 
 from __future__ import annotations
@@ -28,10 +36,12 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from rlightning.env.errors import EnvWorkerError
 from rlightning.env.inference import GroupInference
+from rlightning.env.recovery import WorkerRecovery
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn
-from rlightning.env.worker_slot import WorkerSlot, build_slots, is_actor_death
+from rlightning.env.worker_slot import WorkerSlot, build_slots
 from rlightning.types import BatchedData, EnvMeta, is_object_ref
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
@@ -76,12 +86,11 @@ class EnvGroup(GroupInference):
         self._initialized = False
         self._remote = False
         self._inflight: Dict[Any, WorkerSlot] = {}
-        self._restarted: List[str] = []
         self._last_seed: Optional[int] = None
         self._stats = GroupStats(self.env_ids)
         self._total_envs = sum(slot.num_envs for slot in self._slots)
-        self._gone = False  # a worker died for good (max_restarts reached)
         self._init_inference()
+        self._recovery = WorkerRecovery(self._stats, self._seed_for, self._reattach_policy)
 
     # ------------------------------------------------------------------ properties
 
@@ -164,7 +173,8 @@ class EnvGroup(GroupInference):
             slot.meta = meta
         self._metas = list(metas)
         self._remote = remote
-        self._gone = False
+        self._recovery.remote = remote
+        self._recovery.gone = False
         self._initialized = True
         logger.info("env group ready: %d workers, %d envs, %s", self.num_workers, self.num_envs, self._where())
         return list(self._metas)
@@ -207,9 +217,13 @@ class EnvGroup(GroupInference):
             raise RuntimeError("the EnvGroup is not initialised: call init() first (or use it as a context manager)")
         for slot in self._slots if slots is None else slots:
             if slot.handle is None:
-                raise RuntimeError(
-                    f"env worker {slot.env_id} is gone: it died more than max_restarts={slot.config.max_restarts} "
-                    "times; close() this group and build a new one"
+                how = "failed (raised or died)" if slot.env_errors else "died"
+                raise EnvWorkerError(
+                    f"env worker {slot.env_id} is gone: it {how} more than max_restarts={slot.config.max_restarts} "
+                    "times; close() this group and build a new one",
+                    slot.env_id,
+                    slot.restarts,
+                    slot.env_errors,
                 )
 
     # ------------------------------------------------------------------ reset and step
@@ -228,10 +242,10 @@ class EnvGroup(GroupInference):
         self._require_init()
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed must be None or an int >= 0, got {seed!r}")
-        self._drain_inflight()
+        self._drain_inflight(recover=True)
         self._last_seed = seed
         futures = [slot.handle.submit("reset", seed=self._seed_for(slot), options=options) for slot in self._slots]
-        values = self._resolve_recovering(self._slots, futures)
+        values = self._resolve_recovering(self._slots, futures, method="reset")
         return BatchedData([slot.env_id for slot in self._slots], values)
 
     def _seed_for(self, slot: WorkerSlot) -> Optional[int]:
@@ -250,13 +264,14 @@ class EnvGroup(GroupInference):
                 Local workers return values either way.
 
         Returns:
-            BatchedData of env id -> `EnvRet` (or ObjectRef). A worker that died and was restarted
-            contributes its fresh reset EnvRet (see `pop_restarted_env_ids`).
+            BatchedData of env id -> `EnvRet` (or ObjectRef). A worker that died or whose env raised,
+            and was recreated, contributes its fresh reset EnvRet (see `pop_restarted_env_ids`).
 
         Raises:
             TypeError: ``policy_resps`` is not a BatchedData.
             KeyError: an unknown env id (the valid ones listed).
             ValueError: an id given twice, an id with a step in flight, or an action outside the action space.
+            EnvWorkerError: a worker failed past ``max_restarts`` (env id, counts and cause named).
         """
         ids, slots, resps = self._route(policy_resps)
         if not slots:
@@ -264,7 +279,8 @@ class EnvGroup(GroupInference):
         if return_refs and self._remote:
             values = self._step_refs(slots, resps)
         else:
-            values = self._resolve_recovering(slots, [s.handle.submit("step", r) for s, r in zip(slots, resps)])
+            futures = [s.handle.submit("step", r) for s, r in zip(slots, resps)]
+            values = self._resolve_recovering(slots, futures, method="step")
             self._stats.add_env_rets(values)
         self._stats.add_steps(self._total_envs if len(slots) == len(self._slots) else sum(s.num_envs for s in slots))
         return BatchedData(ids, values)
@@ -278,7 +294,7 @@ class EnvGroup(GroupInference):
             env_refs.append(env_ref)
             report_refs.append(report_ref)
         restarted: Dict[int, Any] = {}
-        reports = self._resolve_recovering(slots, report_refs, replaced=restarted)
+        reports = self._resolve_recovering(slots, report_refs, replaced=restarted, method="step")
         values = []
         for i, (ref, report) in enumerate(zip(env_refs, reports)):
             if i in restarted:
@@ -324,7 +340,7 @@ class EnvGroup(GroupInference):
         slots = [self._inflight.pop(fut) for fut in ready]
         for slot in slots:
             slot.inflight = False
-        values = self._resolve_recovering(slots, ready)
+        values = self._resolve_recovering(slots, ready, method="step")
         self._stats.add_env_rets(values)
         self._stats.add_steps(sum(slot.num_envs for slot in slots))
         return BatchedData([slot.env_id for slot in slots], values)
@@ -346,18 +362,21 @@ class EnvGroup(GroupInference):
         env_rets = self.reset(seed=seed, options=options)
         try:
             yield env_rets
-        finally:
-            self._drain_inflight()
+        except BaseException:
+            self._drain_inflight()  # the body's exception is the one raised
+            raise
+        self._drain_inflight(recover=True)
 
     # ------------------------------------------------------------------ faults and stats
 
     def pop_restarted_env_ids(self) -> List[str]:
-        """Env ids whose worker was restarted since the last call (the engine truncates their episodes)."""
-        out, self._restarted = self._restarted, []
-        return out
+        """Env ids whose worker was recreated (died or raised) since the last call (the engine truncates their
+        episodes in flight)."""
+        return self._recovery.pop_restarted()
 
     def stats(self) -> Dict[str, Any]:
-        """Plain snapshot: env steps, env steps/s, recent episode returns and lengths, restarts per worker."""
+        """Plain snapshot: env steps, env steps/s, recent episode returns and lengths, restarts and env errors
+        per worker (``restarts``, ``env_errors``) and in total (``total_restarts``, ``total_env_errors``)."""
         out = {
             "num_workers": self.num_workers,
             "num_envs": self.num_envs,
@@ -392,7 +411,7 @@ class EnvGroup(GroupInference):
             near = closest(str(bad), self.env_ids)
             hint = f" Did you mean {near[0]!r}?" if near else ""
             raise KeyError(f"unknown env id {bad!r}.{hint} This group's env ids: {', '.join(self.env_ids)}") from None
-        if self._inflight or self._gone:
+        if self._inflight or self._recovery.gone:
             for slot in slots:
                 self._require_init([slot])
                 if slot.inflight:
@@ -408,62 +427,23 @@ class EnvGroup(GroupInference):
         return ids, slots, resps
 
     def _resolve_recovering(
-        self, slots: Sequence[WorkerSlot], futures: Sequence[Any], replaced: Optional[Dict[int, Any]] = None
+        self,
+        slots: Sequence[WorkerSlot],
+        futures: Sequence[Any],
+        replaced: Optional[Dict[int, Any]] = None,
+        method: str = "step",
     ) -> List[Any]:
-        """`resolve` the futures; a dead worker actor is restarted and its reset EnvRet stands in."""
-        try:
-            return resolve(futures)
-        except Exception as err:  # noqa: BLE001 - re-raised unless it is an actor death
-            if not (self._remote and is_actor_death(err)):
-                raise
-        out = []
-        for i, (slot, fut) in enumerate(zip(slots, futures)):
-            try:
-                out.append(resolve_one(fut))
-            except Exception as err:  # noqa: BLE001 - re-raised unless it is an actor death
-                if not is_actor_death(err):
-                    raise
-                env_ret = self._restart(slot, err)
-                if replaced is not None:
-                    replaced[i] = env_ret
-                out.append(env_ret)
-        return out
+        """`resolve` the futures, recreating a worker that died or whose env raised (`WorkerRecovery.resolve`)."""
+        return self._recovery.resolve(slots, futures, replaced=replaced, method=method)
 
-    def _restart(self, slot: WorkerSlot, cause: BaseException) -> Any:
-        """Relaunch a dead worker actor, reset it and return its reset EnvRet."""
-        while True:
-            if slot.restarts >= slot.config.max_restarts:
-                slot.stop()
-                self._gone = True
-                raise RuntimeError(
-                    f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); "
-                    f"max_restarts={slot.config.max_restarts} reached (raise EnvConfig.max_restarts to allow more)"
-                ) from cause
-            logger.warning("env worker %s died (%s); restarting it", slot.env_id, type(cause).__name__)
-            slot.stop()
-            slot.restarts += 1
-            self._stats.add_restart(slot.env_id)
-            self._restarted.append(slot.env_id)
-            try:
-                slot.launch(remote=True)
-                self._reattach_policy(slot)
-                return slot.handle.call("reset", seed=self._seed_for(slot))
-            except Exception as err:  # noqa: BLE001 - a relaunch that dies again counts as another restart
-                if not is_actor_death(err):
-                    raise
-                cause = err
+    def _restart(self, slot: WorkerSlot, cause: BaseException, kind: str = "died", method: str = "step") -> Any:
+        """Recreate a worker that died or whose env raised and return its reset EnvRet (`WorkerRecovery.restart`)."""
+        return self._recovery.restart(slot, cause, kind=kind, method=method)
 
-    def _drain_inflight(self) -> None:
-        """Wait for steps in flight and drop their results (a dead worker is dealt with on its next call)."""
-        if not self._inflight:
-            return
-        for fut, slot in list(self._inflight.items()):
-            slot.inflight = False
-            try:
-                resolve_one(fut)
-            except Exception as err:  # noqa: BLE001 - dropped results; a dead worker shows up on its next call
-                logger.debug("dropped an in-flight step of %s: %r", slot.env_id, err)
-        self._inflight.clear()
+    def _drain_inflight(self, recover: bool = False) -> None:
+        """Wait for steps in flight and drop their results (`WorkerRecovery.drain`)."""
+        if self._inflight:
+            self._recovery.drain(self._inflight, recover=recover)
 
 
 __all__ = ["EnvGroup"]

@@ -35,9 +35,12 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
 from rlightning.env.base_env import BaseEnv
+from rlightning.env.errors import caller_error
+from rlightning.env.suites import check_suite_installed, ensure_suite
 from rlightning.env.utils.single import SingleEnvVector
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
+from rlightning.env.wrappers import apply_wrappers, resolve_wrappers
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
@@ -66,11 +69,16 @@ def resolve_env_spec(name: str) -> EnvSpec:
     Raises:
         KeyError: no such id or entry point; the message lists the closest registered names
             from gymnasium's registry and ``ENVS``.
+        MissingSuiteError: an env of a suite (Atari, MinAtar, MiniGrid, MuJoCo, Box2D) whose package is
+            not installed; the message names the extra to install.
     """
     if not isinstance(name, str) or not name:
         raise KeyError(f"env id must be a non-empty string, got {name!r}")
+    ensure_suite(name)
     if name in gym.registry:
-        return gym.spec(name)
+        spec = gym.spec(name)
+        check_suite_installed(spec)
+        return spec
     if ":" not in name:
         raise _unknown_env_error(name)
     module_name, attr = name.split(":", 1)
@@ -137,11 +145,18 @@ class GymnasiumEnv(BaseEnv):
         if cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = cfg.max_episode_steps
         mode = cfg.vectorization_mode
+        wrappers = resolve_wrappers(cfg.wrappers)
         if mode == "auto" and self.num_envs == 1:
             self._mode = "single"
-            return SingleEnvVector(gym.make(spec, **kwargs))
+            return SingleEnvVector(apply_wrappers(gym.make(spec, **kwargs), wrappers))
+        if mode == "vector_entry_point" and wrappers:
+            raise ValueError(
+                f"env {self.env_id}: env.wrappers wrap each sub-env, which vectorization_mode='vector_entry_point' "
+                "does not have; use 'auto', 'sync' or 'async'"
+            )
         if mode == "auto":
-            mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
+            has_own = spec.vector_entry_point is not None and not wrappers
+            mode = "vector_entry_point" if has_own else "sync"
             if mode == "vector_entry_point":
                 env = gym.make_vec(spec, num_envs=self.num_envs, vectorization_mode=mode, **kwargs)
                 if env.metadata.get("autoreset_mode") == AutoresetMode.NEXT_STEP:
@@ -172,13 +187,14 @@ class GymnasiumEnv(BaseEnv):
             num_envs=self.num_envs,
             vectorization_mode=mode,
             vector_kwargs={"autoreset_mode": AutoresetMode.NEXT_STEP},
+            wrappers=[w.wrap for w in wrappers] or None,
             **kwargs,
         )
 
     def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> EnvRet:
         """Reset every sub-environment (sub-env ``j`` seeded with ``seed + j``)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ValueError(f"env {self.env_id}: seed must be None or an int >= 0, got {seed!r}")
+            raise caller_error(ValueError(f"env {self.env_id}: seed must be None or an int >= 0, got {seed!r}"))
         obs, info = self.env.reset(seed=None if seed is None else int(seed), options=options)
         ep_return, ep_length = self.episodes.reset()
         self._needs_reset = False
@@ -198,14 +214,21 @@ class GymnasiumEnv(BaseEnv):
     def step(self, policy_resp: PolicyResponse) -> EnvRet:
         """Step every sub-environment with the response's batched action.
 
+        The input checks (and ``preprocess_fn``) raise errors marked as the caller's; whatever the
+        gymnasium env itself raises is an env error (the group recreates this worker).
+
         Raises:
             ValueError: the action is outside the action space (env id, value and space named),
                 the response answers another env, or the env was never reset.
         """
         self.check_policy_resp(policy_resp)
         if self._needs_reset:
-            raise ValueError(f"env {self.env_id}: step() before reset(); call reset() first")
-        action = self._check_action(self.preprocess_fn(policy_resp))
+            raise caller_error(ValueError(f"env {self.env_id}: step() before reset(); call reset() first"))
+        try:
+            action = self._check_action(self.preprocess_fn(policy_resp))
+        except Exception as err:  # noqa: BLE001 - a bad action or preprocess_fn is the caller's bug
+            caller_error(err)
+            raise
         obs, reward, terminated, truncated, info = self.env.step(action)
         # Conversions only where the vector env did not already give the contract's dtypes.
         if type(reward) is not np.ndarray or reward.dtype != _F32:
@@ -221,6 +244,25 @@ class GymnasiumEnv(BaseEnv):
         if self._obs_dtype is not None and type(obs) is np.ndarray and obs.dtype != self._obs_dtype:
             obs = obs.astype(self._obs_dtype)
         return EnvRet(self.env_id, obs, reward, terminated, truncated, info)
+
+    def recreate_env(self, seed: Optional[int] = None) -> EnvRet:
+        """Build the vector env again after its code raised, in this worker, and reset it.
+
+        The group calls this instead of building a new worker (a Ray actor keeps its process and its
+        policy copy). The old vector env is closed if it can be; every sub-env's episode in flight is gone.
+
+        Returns:
+            The reset `EnvRet` of the new sub-environments.
+        """
+        old, self.env = self.env, None
+        if old is not None:
+            try:
+                old.close()
+            except Exception as err:  # noqa: BLE001 - a broken env need not close cleanly
+                logger.debug("%s: closing the vector env that raised failed: %r", self.env_id, err)
+        self.env = self._make_vector_env(self.env_spec)
+        self._needs_reset = True
+        return self.reset(seed=seed)
 
     def _cast_obs(self, obs: Any) -> Any:
         if self._obs_dtype is not None and isinstance(obs, np.ndarray) and obs.dtype != self._obs_dtype:

@@ -10,6 +10,12 @@ run next to its envs::
     for env_id, chunk in group.collect_rollouts(env_rets, num_steps=128):
         buffer.add_batched_transition(chunk.env_rets, chunk.policy_resps)
 
+An env error in the middle of a rollout (the env's ``step`` raises) ends the
+worker's chunk early: it comes back with the steps taken before the error and
+the exception in ``error``; the group recreates the worker (see
+`EnvGroup._restart`) and the chunk's ``last`` is the fresh reset EnvRet. A
+failing policy copy is the caller's error and is raised as it is.
+
 `WorkerInference` is the worker side (mixed into `BaseEnv`, so every env class,
 local or Ray actor, has it); `GroupInference` is the group side (mixed into
 `EnvGroup`). Torch is imported by a worker only when a policy is attached, so
@@ -18,13 +24,16 @@ env workers of the default layout stay without it.
 
 from __future__ import annotations
 
+import pickle
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from rlightning.env.errors import caller_error, classify_env_failure, is_caller_error
 from rlightning.types import BatchedData, EnvMeta, EnvRet, PolicyResponse, is_object_ref
 from rlightning.utils.logger import get_logger
-from rlightning.utils.ray.handle import is_actor_death, resolve, resolve_one
+from rlightning.utils.ray.handle import resolve, resolve_one
 
 logger = get_logger(__name__)
 
@@ -41,6 +50,8 @@ class RolloutChunk:
         last: The EnvRet after the last step (the next rollout starts from it).
         inference_s: Seconds the worker spent computing actions.
         env_step_s: Seconds the worker spent stepping its envs.
+        error: The exception the env raised when a step failed (the chunk then holds the steps before it,
+            and the group sets ``last`` to the recreated worker's reset EnvRet); None otherwise.
     """
 
     env_rets: List[EnvRet] = field(default_factory=list)
@@ -48,6 +59,7 @@ class RolloutChunk:
     last: Optional[EnvRet] = None
     inference_s: float = 0.0
     env_step_s: float = 0.0
+    error: Optional[BaseException] = None
 
     @property
     def num_steps(self) -> int:
@@ -86,7 +98,7 @@ class WorkerInference:
         from rlightning.policy.base_policy import BasePolicy, PolicyRole
 
         if not (isinstance(policy_cls, type) and issubclass(policy_cls, BasePolicy)):
-            raise TypeError(f"attach_policy needs a BasePolicy subclass, got {policy_cls!r}")
+            raise caller_error(TypeError(f"attach_policy needs a BasePolicy subclass, got {policy_cls!r}"))
         index = int(getattr(self, "worker_index", 0))
         policy = policy_cls(policy_config, role_type=PolicyRole.EVAL, worker_index=index)
         result = policy.setup(env_meta, seed)
@@ -95,9 +107,11 @@ class WorkerInference:
 
     def _require_policy(self, what: str) -> Any:
         if self._policy is None:
-            raise RuntimeError(
-                f"env {getattr(self, 'env_id', '?')}: {what} needs a policy in the env worker; "
-                "call attach_policy first (cluster.inference='env_workers' does it)"
+            raise caller_error(
+                RuntimeError(
+                    f"env {getattr(self, 'env_id', '?')}: {what} needs a policy in the env worker; "
+                    "call attach_policy first (cluster.inference='env_workers' does it)"
+                )
             )
         return self._policy
 
@@ -112,30 +126,58 @@ class WorkerInference:
     def collect_rollout(self, env_ret: EnvRet, num_steps: int) -> RolloutChunk:
         """Act on ``env_ret`` and step the envs ``num_steps`` times with the policy copy.
 
+        An exception of the env's own ``step`` ends the chunk early (see `RolloutChunk.error`); the
+        policy copy's exceptions and the caller errors of ``step`` are raised.
+
         Raises:
             RuntimeError: no policy attached.
             ValueError: ``num_steps`` below 1, or an EnvRet of another env.
         """
         policy = self._require_policy("collect_rollout")
         if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"collect_rollout: num_steps must be an int >= 1, got {num_steps!r}")
+            raise caller_error(ValueError(f"collect_rollout: num_steps must be an int >= 1, got {num_steps!r}"))
         env_id = getattr(self, "env_id", None)
         if not isinstance(env_ret, EnvRet) or env_ret.env_id != (env_id or env_ret.env_id):
             got = repr(env_ret.env_id) if isinstance(env_ret, EnvRet) else type(env_ret).__name__
-            raise ValueError(f"env {env_id}: collect_rollout needs an EnvRet of this env, got {got}")
+            raise caller_error(ValueError(f"env {env_id}: collect_rollout needs an EnvRet of this env, got {got}"))
         chunk = RolloutChunk()
         clock = time.perf_counter
         for _ in range(num_steps):
             t0 = clock()
-            resp = policy.rollout_batch([env_ret])[0]
+            try:
+                resp = policy.rollout_batch([env_ret])[0]
+            except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
+                caller_error(err)
+                raise
             t1 = clock()
+            try:
+                next_ret = self.step(resp)
+            except Exception as err:  # noqa: BLE001 - the env's own failure ends the chunk; the group recreates it
+                if is_caller_error(err):
+                    raise
+                chunk.error = _portable_error(err, env_id)
+                chunk.env_step_s += clock() - t1
+                chunk.inference_s += t1 - t0
+                return chunk
             chunk.env_rets.append(env_ret)
             chunk.policy_resps.append(resp)
-            env_ret = self.step(resp)
+            env_ret = next_ret
             chunk.env_step_s += clock() - t1
             chunk.inference_s += t1 - t0
         chunk.last = env_ret
         return chunk
+
+
+def _portable_error(err: BaseException, env_id: Optional[str]) -> BaseException:
+    """``err`` with the worker's traceback as a note, made picklable (it travels back in a `RolloutChunk`)."""
+    trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    note = f"raised in env worker {env_id}:\n{trace}"
+    try:
+        err.add_note(note)
+        pickle.dumps(err)
+        return err
+    except Exception:  # noqa: BLE001 - an exception that does not pickle travels as its type and text
+        return RuntimeError(f"{type(err).__module__}.{type(err).__name__}: {err}\n{note}")
 
 
 class GroupInference:
@@ -193,6 +235,8 @@ class GroupInference:
         trains on) the same data every time.
         A worker that dies is relaunched and reset (see `EnvGroup.step`): it yields an empty chunk
         whose ``last`` is its fresh reset EnvRet, and its env id is queued for `pop_restarted_env_ids`.
+        A worker whose env raises is recreated the same way: its chunk holds the steps before the error
+        (``error`` set) and ``last`` is the fresh reset EnvRet.
 
         Raises:
             RuntimeError: no policy attached.
@@ -205,10 +249,13 @@ class GroupInference:
         for slot, fut in zip(slots, futures):
             try:
                 chunk = resolve_one(fut)
-            except Exception as err:  # noqa: BLE001 - re-raised unless the worker actor died
-                if not (self._remote and is_actor_death(err)):
+            except Exception as err:  # noqa: BLE001 - re-raised unless the worker died or its env raised
+                kind = classify_env_failure(err, self._remote)
+                if kind is None:
                     raise
-                chunk = RolloutChunk(last=self._restart(slot, err))
+                chunk = RolloutChunk(last=self._restart(slot, err, kind=kind, method="collect_rollout"))
+            if chunk.error is not None:
+                chunk.last = self._restart(slot, chunk.error, kind="raised", method="step")
             self._stats.add_env_rets(chunk.produced_env_rets())
             self._stats.add_steps(slot.num_envs * chunk.num_steps)
             yield slot.env_id, chunk

@@ -24,6 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from rlightning.env.base_env import BaseEnv
+from rlightning.env.errors import caller_error
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.types import EnvMeta, MultiAgentEnvRet, PolicyResponse
@@ -96,7 +97,7 @@ class RendezvousEnv(BaseEnv):
     def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> MultiAgentEnvRet:
         """Place the agents at random (an RNG seeded with ``seed``), apart."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ValueError(f"env {self.env_id}: seed must be None or an int >= 0, got {seed!r}")
+            raise caller_error(ValueError(f"env {self.env_id}: seed must be None or an int >= 0, got {seed!r}"))
         if seed is not None:
             self._rng = np.random.default_rng(int(seed))
         self._pos = self._sample_positions(self.num_envs)
@@ -114,12 +115,8 @@ class RendezvousEnv(BaseEnv):
             info={"episode_return": ep_return, "episode_length": ep_length},
         )
 
-    def step(self, policy_resp: PolicyResponse) -> MultiAgentEnvRet:
-        """Move every agent of every sub-env; rows done on the last step are reset instead.
-
-        Raises:
-            ValueError: an agent's action is missing or outside ``Discrete(3)`` (env, agent, value, space named).
-        """
+    def _moves(self, policy_resp: PolicyResponse) -> np.ndarray:
+        """The checked per-agent moves (-1, 0, +1) of ``policy_resp``."""
         self.check_policy_resp(policy_resp)
         if self._needs_reset:
             raise ValueError(f"env {self.env_id}: step() before reset(); call reset() first")
@@ -132,7 +129,19 @@ class RendezvousEnv(BaseEnv):
         missing = [a for a in self.agent_ids if a not in action]
         if missing:
             raise ValueError(f"env {self.env_id}: no action for agent(s) {missing}; agents are {list(self.agent_ids)}")
-        moves = np.stack([self._checks[a](action[a]) for a in self.agent_ids], axis=1) - 1
+        return np.stack([self._checks[a](action[a]) for a in self.agent_ids], axis=1) - 1
+
+    def step(self, policy_resp: PolicyResponse) -> MultiAgentEnvRet:
+        """Move every agent of every sub-env; rows done on the last step are reset instead.
+
+        Raises:
+            ValueError: an agent's action is missing or outside ``Discrete(3)`` (env, agent, value, space named).
+        """
+        try:  # every input check here is the caller's (marked: raised at once, never a restart)
+            moves = self._moves(policy_resp)
+        except Exception as err:  # noqa: BLE001
+            caller_error(err)
+            raise
         self._pos = np.clip(self._pos + moves, 0, self.size - 1)
         self._t += 1
         terminated = (self._pos == self._pos[:, :1]).all(axis=1)

@@ -1,7 +1,8 @@
-"""`WorkerSlot`: one env worker of an `EnvGroup` (its config, class, handle and restart count).
+"""`WorkerSlot`: one env worker of an `EnvGroup` (its config, class, handle, restart and env-error counts).
 
 A slot knows how to build its worker, in this process or as a Ray actor, and
-how to stop it; the group decides when. The env class is chosen from the
+how to stop it (`discard` also closes a worker that is still alive, as one
+whose env raised is); the group decides when. The env class is chosen from the
 config: ``ENVS[config.backend]`` when the backend is not ``gymnasium``; else
 ``ENVS[config.name]`` when the name is a registered `BaseEnv`; else the
 gymnasium backend.
@@ -20,7 +21,7 @@ from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
 from rlightning.types import EnvMeta
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
-from rlightning.utils.ray.handle import WorkerHandle, is_actor_death  # noqa: F401 - re-exported
+from rlightning.utils.ray.handle import WorkerHandle, is_actor_death, resolve_one  # noqa: F401 - re-exported
 from rlightning.utils.ray.launcher import launch_ray_actor
 from rlightning.utils.registry import ENVS
 from rlightning.utils.utils import InternalFlag
@@ -62,6 +63,7 @@ class WorkerSlot:
     handle: Optional[WorkerHandle] = None
     meta: Optional[EnvMeta] = None
     restarts: int = 0
+    env_errors: int = 0
     inflight: bool = False
     extra_kwargs: Dict[str, Any] = field(default_factory=dict)
     env_vars: Optional[Dict[str, str]] = None
@@ -102,6 +104,24 @@ class WorkerSlot:
             self.handle.kill()
         self.handle = None
         self.inflight = False
+
+    @property
+    def recreates_in_place(self) -> bool:
+        """True when the worker can rebuild its env itself after an env error (``recreate_env``)."""
+        return callable(getattr(self.env_cls, "recreate_env", None))
+
+    def discard(self, close_timeout: float = 10.0) -> None:
+        """Close the worker if it still answers (its env may hold subprocesses or a simulator), then `stop`.
+
+        Used before recreating a worker whose env raised: the actor (or object) is alive but its env
+        is in an unknown state. Nothing it raises while closing stops the recreation.
+        """
+        if self.handle is not None:
+            try:
+                resolve_one(self.handle.submit("close"), timeout=close_timeout)
+            except Exception as err:  # noqa: BLE001 - a broken or dead env need not close cleanly
+                logger.debug("closing env worker %s before recreating it failed: %r", self.env_id, err)
+        self.stop()
 
 
 def build_slots(

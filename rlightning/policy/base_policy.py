@@ -13,31 +13,40 @@ launches it). What a user implements:
 - ``update_dataset(data)`` and ``train()`` -> metrics dict.
 - ``get_trainable_parameters()`` and ``load_state_dict(state_dict)`` (defaults given).
 
-Process groups, weight export, checkpoints and gradient all-reduce come from
-the mixins in ``policy_comm`` and ``checkpoint``.
+Process groups, weight transport, checkpoint I/O and gradient all-reduce are
+the worker's side, owned by the `PolicyWorkerHost` each policy holds as
+``policy.host`` (``worker_host``); the methods of that name here (what Ray calls
+on a worker actor, what an algorithm calls in ``train``) delegate to it.
 """
 
 from __future__ import annotations
 
-import threading
-import warnings
+import os
 from enum import StrEnum
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import nn
 
-from rlightning.policy.checkpoint import CheckpointMixin
-from rlightning.policy.policy_comm import PolicyCommMixin
 from rlightning.policy.resources import in_ray_actor, ray_assigned_cpus, ray_gpu_ids, select_device, threads_for
 from rlightning.policy.utils import build_optimizer, run_coroutine
+from rlightning.policy.worker_host import PolicyWorkerHost
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse, is_object_ref
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.utils import set_worker_threads
 
 logger = get_logger(__name__)
+
+
+def _is_config_of(config: Any, config_cls: type) -> bool:
+    """``isinstance`` that also accepts a same-named class: a notebook's config class shipped to a Ray
+    worker by value may arrive as a second copy of itself."""
+    if isinstance(config, config_cls):
+        return True
+    name = (config_cls.__module__, config_cls.__qualname__)
+    return any((c.__module__, c.__qualname__) == name for c in type(config).__mro__)
 
 
 class PolicyRole(StrEnum):
@@ -47,7 +56,7 @@ class PolicyRole(StrEnum):
     EVAL = "eval"
 
 
-class BasePolicy(PolicyCommMixin, CheckpointMixin):
+class BasePolicy:
     """Base class of every policy worker.
 
     Args:
@@ -66,9 +75,19 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
     sync_module_names: Optional[Sequence[str]] = None
     """Modules an eval worker needs (sent by weight sync); None means every registered module."""
 
+    config_cls: ClassVar[type] = PolicyConfig
+    """The config class of this policy's ``policy.type`` (a `PolicyConfig` subclass with the algorithm's
+    hyperparameters); ``PolicyConfig(type=...)`` and a ``policy:`` section build it. Default: the shared one."""
+
     def __init__(self, config: PolicyConfig, role_type: PolicyRole = PolicyRole.TRAIN, worker_index: int = 0) -> None:
         if not isinstance(config, PolicyConfig):
             raise TypeError(f"{type(self).__name__}(config=...) needs a PolicyConfig, got {type(config).__name__}")
+        if not _is_config_of(config, type(self).config_cls):
+            want = type(self).config_cls.__name__
+            raise TypeError(
+                f"{type(self).__name__}(config=...) needs a {want} (its config_cls), got {type(config).__name__} "
+                f"for policy.type {config.type!r}; build it with PolicyConfig(type=<this policy's name>, ...)"
+            )
         try:
             role = PolicyRole(role_type)
         except ValueError:
@@ -94,10 +113,8 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
         self._rollout_calls = 0
         self._rollout_rows = 0
         self._last_metrics: Dict[str, float] = {}
-        # Held while acting and while weights are replaced: an actor with max_concurrency > 1 runs
-        # rollouts and syncs in different threads, and a response's weight_version must match its weights.
-        self._weights_lock = threading.RLock()
-        self._init_comm_state()
+        self.host = PolicyWorkerHost(self)
+        """Process groups, weight transport and checkpoint I/O of this worker."""
         if in_ray_actor():
             self.setup_resources(num_cpus=ray_assigned_cpus() or 1.0, gpu_ids=ray_gpu_ids())
 
@@ -311,7 +328,7 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
         batch = obs_list[0] if len(obs_list) == 1 else np.concatenate(obs_list, axis=0)
         if not batch.flags.writeable:  # zero-copy from the Ray object store; torch wants writable memory
             batch = batch.copy()
-        with self._weights_lock:
+        with self.host.weights_lock:
             out = self.compute_actions(batch, deterministic=self.deterministic)
             version = self.weight_version
         total = batch.shape[0]
@@ -334,26 +351,19 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
         self._rollout_rows += total
         return responses
 
-    # ------------------------------------------------------------------ weights
+    # ------------------------------------------------------------------ weights (the host's transport)
 
     def sync_named_tensors(self) -> Dict[str, torch.Tensor]:
         """Name -> live tensor (parameters and buffers) of the modules eval workers need."""
-        names = self.sync_module_names if self.sync_module_names is not None else list(self._modules)
-        named: Dict[str, torch.Tensor] = {}
-        for mname in names:
-            if mname not in self._modules:
-                continue
-            for key, tensor in self._modules[mname].state_dict(keep_vars=True).items():
-                named[f"{mname}.{key}"] = tensor
-        return named
+        return self.host.sync_named_tensors()
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
         """The weights eval workers need, as detached tensors (no copy)."""
-        return {k: v.detach() for k, v in self.sync_named_tensors().items()}
+        return self.host.state_dict()
 
     def get_weights(self) -> Dict[str, np.ndarray]:
         """The weights eval workers need, as numpy copies on the host."""
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.sync_named_tensors().items()}
+        return self.host.get_weights()
 
     def export_weights(self, weight_version: int) -> Dict[str, np.ndarray]:
         """Record ``weight_version`` and return `get_weights` (train rank 0 in a sync)."""
@@ -376,28 +386,7 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
             KeyError: missing or unexpected keys (both listed).
             ValueError: a shape differs.
         """
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"load_state_dict needs a dict of name -> array, got {type(state_dict).__name__}")
-        named = self.sync_named_tensors()
-        if not named:
-            raise RuntimeError(f"{type(self).__name__}.load_state_dict called before construct_network(env_meta)")
-        missing = sorted(set(named) - set(state_dict))
-        unexpected = sorted(set(state_dict) - set(named))
-        if missing or unexpected:
-            raise KeyError(f"load_state_dict: missing keys {missing[:8]}, unexpected keys {unexpected[:8]}")
-        for name, tensor in named.items():
-            shape = tuple(np.shape(state_dict[name]))
-            if shape != tuple(tensor.shape):
-                raise ValueError(f"load_state_dict: {name!r} has shape {shape}, the network has {tuple(tensor.shape)}")
-        with self._weights_lock, torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # read-only numpy from the object store
-            for name, tensor in named.items():
-                value = state_dict[name]
-                src = torch.from_numpy(np.asarray(value)) if not isinstance(value, torch.Tensor) else value
-                tensor.copy_(src)
-            if weight_version is not None:
-                self.weight_version = int(weight_version)
-        return self.weight_version
+        return self.host.load_state_dict(state_dict, weight_version)
 
     def copy_weights_from(self, other: BasePolicy, weight_version: Optional[int] = None) -> int:
         """Direct in-process copy of another policy's weights (local workers, colocated sync)."""
@@ -405,9 +394,100 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
 
     def weights_checksum(self) -> str:
         """SHA-1 of the exact bytes of the weights eval workers need."""
-        from rlightning.policy.comm import tensors_checksum
+        return self.host.weights_checksum()
 
-        return tensors_checksum(self.sync_named_tensors())
+    def alloc_weight_buffer(self) -> Optional[str]:
+        """Allocate the flat broadcast buffer; returns its layout signature (None: in no broadcast group)."""
+        return self.host.alloc_weight_buffer()
+
+    def broadcast_weights(self, weight_version: int) -> int:
+        """Send this worker's weights to the broadcast group (train rank 0)."""
+        return self.host.broadcast_weights(weight_version)
+
+    def receive_weights(self, weight_version: int) -> int:
+        """Receive weights from train rank 0 over the broadcast group (eval workers)."""
+        return self.host.receive_weights(weight_version)
+
+    # ------------------------------------------------------------------ process groups (the host's)
+
+    def get_placement_info(self) -> Dict[str, Any]:
+        """Node ip, node id, GPU ids, pid, device and CUDA availability of this worker."""
+        return self.host.get_placement_info()
+
+    def comm_address(self) -> Dict[str, Any]:
+        """This worker's node ip and a free port on it (rank 0 hosts the rendezvous)."""
+        return self.host.comm_address()
+
+    def init_comm(self, rank: int, world_size: int, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        """Join the policy world as ``rank`` (see `PolicyWorkerHost.init_comm`); returns `comm_info`."""
+        info = self.host.init_comm(rank, world_size, *args, **kwargs)
+        self._dist_rank, self._dist_world_size = rank, world_size  # what a DistributedMixin wrapper reports
+        return info
+
+    def comm_info(self) -> Dict[str, Any]:
+        """Rank, world size and the groups this worker belongs to."""
+        return self.host.comm_info()
+
+    def destroy_comm(self) -> None:
+        """Leave the policy world."""
+        self.host.destroy_comm()
+
+    def broadcast_from_rank0(self) -> None:
+        """Make every data-parallel rank hold rank 0's module states (no-op outside a group)."""
+        self.host.broadcast_from_rank0()
+
+    # ------------------------------------------------------------------ gradients (for train())
+
+    def apply_gradients(
+        self,
+        loss: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        parameters: Optional[Any] = None,
+        max_grad_norm: Optional[float] = None,
+    ) -> float:
+        """Backward, average gradients over ranks, clip, step. Returns the gradient norm before clipping."""
+        return self.host.apply_gradients(loss, optimizer, parameters, max_grad_norm)
+
+    def allreduce_gradients(self, parameters: Any) -> None:
+        """Average the gradients of ``parameters`` over the data-parallel ranks (no-op alone)."""
+        self.host.allreduce_gradients(parameters)
+
+    def allreduce_mean(self, value: float) -> float:
+        """Mean of a float over the data-parallel ranks (the value itself alone)."""
+        return self.host.allreduce_mean(value)
+
+    def allreduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum of a tensor over the data-parallel ranks (the tensor itself alone)."""
+        return self.host.allreduce_sum(tensor)
+
+    # ------------------------------------------------------------------ checkpoints (the host's I/O)
+
+    def extra_checkpoint_state(self) -> Dict[str, Any]:
+        """Algorithm state beyond modules and optimizers (plain values or tensors); default none."""
+        return {}
+
+    def load_extra_checkpoint_state(self, extra: Dict[str, Any]) -> None:
+        """Restore what `extra_checkpoint_state` returned."""
+
+    def checkpoint_state(self) -> Dict[str, Any]:
+        """Everything needed to resume: module and optimizer states (on CPU), counters, config."""
+        return self.host.checkpoint_state()
+
+    def load_checkpoint_state(self, state: Dict[str, Any]) -> Dict[str, int]:
+        """Restore a `checkpoint_state` dict (nothing changes unless every module matches); returns the counters."""
+        return self.host.load_checkpoint_state(state)
+
+    def save_checkpoint(self, path: Union[str, os.PathLike]) -> str:
+        """Write `checkpoint_state` to ``path`` (parent folders are created); returns the path."""
+        return self.host.save_checkpoint(path)
+
+    def load_checkpoint(self, path: Union[str, os.PathLike]) -> Dict[str, int]:
+        """Read a checkpoint with ``torch.load(weights_only=True)`` and restore it.
+
+        Raises:
+            FileNotFoundError: no file at ``path``.
+        """
+        return self.host.load_checkpoint(path)
 
     # ------------------------------------------------------------------ snapshots
 
@@ -426,8 +506,8 @@ class BasePolicy(PolicyCommMixin, CheckpointMixin):
             "rollout_rows": self._rollout_rows,
             "deterministic": self.deterministic,
             "num_parameters": self.num_parameters() if self._modules else 0,
-            "comm_rank": self._comm.rank,
-            "data_parallel": self._comm.data_parallel,
+            "comm_rank": self.host.comm.rank,
+            "data_parallel": self.host.comm.data_parallel,
             "last_train_metrics": dict(self._last_metrics),
         }
 

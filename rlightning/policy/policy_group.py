@@ -16,7 +16,6 @@ use, as the builder and the engines call it:
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
@@ -35,7 +34,7 @@ __all__ = ["PolicyGroup", "WorkerLostError"]
 logger = get_logger(__name__)
 
 
-class PolicyGroup(EvalRecovery):
+class PolicyGroup:
     """Train workers (data-parallel) and eval workers (acting), with weight sync between them.
 
     Args:
@@ -75,12 +74,8 @@ class PolicyGroup(EvalRecovery):
         self._last_sync_s: Optional[float] = None
         self._last_sync_time: Optional[float] = None
         self._closed = False
-        # Fault handling: how to relaunch an eval worker actor, and what it needs to catch up.
-        self._relaunch_eval: Optional[Callable[[int], Any]] = None
-        self._setup_args: Optional[tuple] = None
-        self._deterministic: Optional[bool] = None
-        self._eval_restarts = [0] * len(self.eval_workers)
-        self._restart_lock = threading.Lock()
+        # Fault handling: relaunching dead eval worker actors (it owns its state, and calls replace_eval_worker).
+        self.recovery = EvalRecovery(self, len(self.eval_workers), config.max_restarts)
         self._rendezvous_file: Optional[Path] = None
 
     # ------------------------------------------------------------------ setup
@@ -211,7 +206,7 @@ class PolicyGroup(EvalRecovery):
             raise TypeError(f"construct_network(env_meta) needs an EnvMeta, got {type(env_meta).__name__}")
         if self._sync_plan is None:
             self.init_weight_buffer()
-        self._setup_args = (env_meta, seed)
+        self.recovery.record_setup(env_meta, seed)
         futures = [w.submit("setup", env_meta, seed) for w in self.train_workers + self.eval_workers]
         results = resolve(futures)
         n = len(self.train_workers)
@@ -233,6 +228,38 @@ class PolicyGroup(EvalRecovery):
         }
         return {**self._network, "weight_sync": effective}
 
+    # ------------------------------------------------------------------ dead eval workers
+
+    def set_eval_relauncher(self, relaunch: Optional[Callable[[int], Any]]) -> None:
+        """How to start a fresh eval worker actor ``i`` (the builder sets it for remote eval workers)."""
+        self.recovery.set_relauncher(relaunch)
+
+    def dead_workers(self, role: str = "eval", timeout: float = 60.0) -> List[int]:
+        """Indices of the dead Ray actors of ``role`` (``train`` or ``eval``); a busy one counts as alive."""
+        return self.recovery.dead_workers(role, timeout)
+
+    def restart_dead_eval_workers(self, cause: Optional[BaseException] = None) -> List[int]:
+        """Relaunch every dead eval worker with the current weights; returns the indices restarted.
+
+        Raises:
+            WorkerLostError: past ``policy.max_restarts``, no relauncher, or no weights left to copy.
+        """
+        return self.recovery.restart_dead(cause)
+
+    def replace_eval_worker(self, index: int, worker: WorkerHandle, placement: Dict[str, Any]) -> None:
+        """Put a relaunched eval worker (already built and holding the current weights) in slot ``index``.
+
+        A collective weight sync falls back to the object store: the new actor is not in the broadcast group.
+        """
+        self.eval_workers[index] = worker
+        self._placement["eval"][index] = placement
+        self._router.replace_worker(index, worker)
+        if self._sync is not None and self._sync.name == "collective":
+            logger.warning("weight sync switches from collective to object_store: eval worker %d was restarted", index)
+            self._sync = make_weight_sync("object_store", self.train_workers, self.eval_workers)
+            reason = f"eval worker {index} restarted"
+            self._sync_plan = dict(self._sync_plan or {}, effective="object_store", reason=reason)
+
     # ------------------------------------------------------------------ acting
 
     def rollout_batch(self, batch: BatchedData) -> BatchedData:
@@ -252,7 +279,7 @@ class PolicyGroup(EvalRecovery):
                 results = resolve(futures)
             except Exception as err:  # noqa: BLE001 - re-raised unless a dead eval worker was replaced
                 self._router.forget(futures)
-                if not (is_actor_death(err) and self.restart_dead_eval_workers(err)):
+                if not (is_actor_death(err) and self.recovery.restart_dead(err)):
                     raise
                 continue  # the whole batch again: inference has no side effects
             break
@@ -276,7 +303,7 @@ class PolicyGroup(EvalRecovery):
 
     def set_deterministic(self, deterministic: bool = True) -> None:
         """Make the rollout workers act deterministically (the eval engine uses it)."""
-        self._deterministic = bool(deterministic)
+        self.recovery.record_deterministic(deterministic)
         resolve([w.submit("set_deterministic", bool(deterministic)) for w in self.rollout_workers])
 
     # ------------------------------------------------------------------ learning
@@ -443,8 +470,8 @@ class PolicyGroup(EvalRecovery):
             "last_sync_s": self._last_sync_s,
             "last_sync_time": self._last_sync_time,
             "last_train_metrics": dict(self._last_metrics),
-            "eval_restarts": list(self._eval_restarts),
-            "total_eval_restarts": int(sum(self._eval_restarts)),
+            "eval_restarts": list(self.recovery.restarts),
+            "total_eval_restarts": int(sum(self.recovery.restarts)),
             "rollout_mode": self._router.mode,
             "rollout_workers": self._router.stats(),
             **self._counters,

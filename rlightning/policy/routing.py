@@ -129,6 +129,11 @@ class RolloutRouter:
         """Drop the outstanding calls of worker ``index`` (it was replaced)."""
         self._outstanding[index] = []
 
+    def replace_worker(self, index: int, worker: WorkerHandle) -> None:
+        """Route to ``worker`` in slot ``index`` from now on (a relaunched eval worker)."""
+        self.workers[index] = worker
+        self.forget_worker(index)
+
     def stats(self) -> List[Dict[str, int]]:
         """Per worker: calls routed, items routed, calls outstanding."""
         loads = [len(per) for per in self._outstanding]

@@ -8,6 +8,12 @@ with the closest valid name; invalid values name the field and what is valid.
     cfg.cluster.eval_worker_num = 2          # validated on assignment
     print(to_yaml(cfg))
 
+The ``policy`` section is the config class of its ``policy.type``: shared settings (network,
+optimizer, gamma, weight sync) in `PolicyConfig`, each algorithm's own in a subclass beside its
+code (``PPOConfig``, ``SACConfig``, ``DQNConfig``; a registered policy brings its own, see
+`policy_config_class`). ``PolicyConfig(type="sac", tau=0.01)`` builds a ``SACConfig``; the
+override ``policy.type=sac`` switches the class and keeps the shared settings.
+
 Bad input ends in one documented exception type, `ConfigError` (a ``ValueError``),
 whose message names the dotted field and what would be valid:
 
@@ -28,9 +34,18 @@ an attribute that is not a field (``cfg.train.iteratons = 5``) raises
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, get_args
+from typing import Any, Dict, List, Literal, Optional, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import Annotated
 
 from rlightning.utils.registry import closest
@@ -44,6 +59,8 @@ __all__ = [
     "MainConfig",
     "OptimConfig",
     "PolicyConfig",
+    "policy_config_class",
+    "policy_config_classes",
     "TrainConfig",
     "UnknownKeyError",
     "UnknownNameError",
@@ -121,7 +138,20 @@ def _unknown_key_message(cls: type, key: str) -> str:
     fields = sorted(cls.model_fields)
     near = closest(key, fields, n=1)
     hint = f" Did you mean {near[0]!r}?" if near else ""
+    if issubclass(cls, PolicyConfig):
+        hint += _other_algorithm_hint(cls, key)
     return f"unknown {cls.__name__} key {key!r}.{hint} Valid keys: {', '.join(fields)}"
+
+
+def _other_algorithm_hint(cls: type, key: str) -> str:
+    """Names the policy types whose config has ``key`` (a PPO key given to a SAC config...)."""
+    try:
+        owners = [n for n, c in policy_config_classes().items() if key in c.model_fields and c is not cls]
+    except Exception:  # noqa: BLE001 - a broken user registration must not hide the unknown-key message
+        return ""
+    if not owners:
+        return ""
+    return f" ({key!r} is a setting of policy.type {', '.join(repr(n) for n in owners)}, not of this policy type)"
 
 
 class EnvConfig(_Config):
@@ -146,9 +176,24 @@ class EnvConfig(_Config):
     num_gpus: float = Field(0.0, ge=0)
     """GPUs reserved by each remote env worker."""
     max_restarts: int = Field(3, ge=0)
-    """How many times a dead env actor is restarted before the group gives up."""
+    """How many times an env worker is recreated (its actor died, or its env raised) before the run stops."""
     out_of_bounds_action: Literal["pass", "clip", "raise"] = "pass"
     """Box actions outside the bounds: passed to the env unchanged (most envs clip), clipped here, or rejected."""
+    wrappers: List[Union[str, Dict[str, Any]]] = Field(default_factory=list)
+    """Gymnasium wrappers around every sub-env, in order: short names (``frame_stack``, ``atari_preprocessing``,
+    ...), ``gymnasium.wrappers`` class names or ``module:Class``, each optionally ``{name: ..., kwargs: {...}}``."""
+
+    @field_validator("wrappers")
+    @classmethod
+    def _known_wrappers(cls, value: List[Any]) -> List[Any]:
+        # Resolved here, so an unknown wrapper or argument fails when the config is built, before any actor.
+        from rlightning.env.wrappers import resolve_wrappers
+
+        try:
+            resolve_wrappers(value)
+        except (KeyError, TypeError) as err:
+            raise ValueError(err.args[0] if err.args else str(err)) from None
+        return value
 
 
 class OptimConfig(_Config):
@@ -168,11 +213,32 @@ class OptimConfig(_Config):
     """Decay the learning rate linearly to zero over ``TrainConfig.iterations``."""
 
 
-class PolicyConfig(_Config):
-    """The policy: algorithm, network, and its hyperparameters (CleanRL-style, flat)."""
+DEFAULT_POLICY_TYPE = "ppo"
 
-    type: str = "ppo"
-    """Policy class registered in ``POLICIES`` (``ppo``, ``sac``, ``dqn`` or your own)."""
+
+class _PolicyConfigMeta(type(_Config)):
+    """Makes ``PolicyConfig(type=..., ...)`` build the config class of that policy type."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is PolicyConfig and not args:
+            target = policy_config_class(kwargs.get("type", DEFAULT_POLICY_TYPE))
+            if target is not PolicyConfig:
+                return target(**kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class PolicyConfig(_Config, metaclass=_PolicyConfigMeta):
+    """The policy: its type, network, optimizer and the settings every algorithm shares.
+
+    Each algorithm's own hyperparameters live in a subclass beside its code (``PPOConfig`` in
+    ``rlightning.policy.algorithms.ppo``, ...), chosen by ``type``: ``PolicyConfig(type="sac", tau=0.01)``
+    and a ``policy:`` section with ``type: sac`` both give a ``SACConfig``. A policy brings its config as
+    the class attribute ``config_cls`` or with ``POLICIES.register(name, config=...)``; one that declares
+    none gets this shared config.
+    """
+
+    type: str = DEFAULT_POLICY_TYPE
+    """Policy class registered in ``POLICIES`` (``ppo``, ``sac``, ``dqn`` or your own); selects the config class."""
     rollout_mode: Literal["sync", "async"] = "sync"
     """``async`` lets an eval worker serve several env workers concurrently."""
     max_concurrency: int = Field(16, ge=1)
@@ -181,48 +247,14 @@ class PolicyConfig(_Config):
     """Hidden layer widths of the MLPs."""
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     """Hidden activation."""
+    cnn: Literal["nature", "impala"] = "nature"
+    """Encoder of image observations: the Nature-DQN CNN (84x84 frames) or the IMPALA ResNet (any size)."""
     optim: OptimConfig = Field(default_factory=OptimConfig)
     """Optimizer settings."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount factor."""
-    gae_lambda: float = Field(0.95, ge=0, le=1)
-    """PPO: GAE lambda."""
-    clip_coef: float = Field(0.2, gt=0)
-    """PPO: clipping range of the probability ratio."""
-    clip_vloss: bool = True
-    """PPO: clip the value loss too."""
-    ent_coef: float = Field(0.0, ge=0)
-    """PPO: entropy bonus coefficient."""
-    vf_coef: float = Field(0.5, ge=0)
-    """PPO: value loss coefficient."""
-    update_epochs: int = Field(4, ge=1)
-    """PPO: passes over each rollout."""
-    num_minibatches: int = Field(4, ge=1)
-    """PPO: minibatches per epoch."""
-    norm_adv: bool = True
-    """PPO: normalise advantages per minibatch."""
     norm_obs: bool = False
     """Normalise observations with running mean/std statistics kept by the policy."""
-    target_kl: Optional[float] = Field(None, gt=0)
-    """PPO: stop the epochs early when the approximate KL exceeds this."""
-    tau: float = Field(0.005, gt=0, le=1)
-    """SAC/DQN: target network soft-update rate."""
-    alpha: float = Field(0.2, gt=0)
-    """SAC: initial entropy temperature."""
-    autotune_alpha: bool = True
-    """SAC: learn the temperature towards ``target_entropy``."""
-    target_entropy: Optional[float] = None
-    """SAC: target entropy (None: minus the action dimension)."""
-    q_lr: Optional[float] = Field(None, gt=0)
-    """SAC/DQN: critic learning rate (None: ``optim.lr``)."""
-    policy_frequency: int = Field(2, ge=1)
-    """SAC: actor updates every this many critic updates."""
-    epsilon_start: float = Field(1.0, ge=0, le=1)
-    """DQN: initial exploration rate."""
-    epsilon_end: float = Field(0.05, ge=0, le=1)
-    """DQN: final exploration rate."""
-    epsilon_decay_steps: int = Field(10_000, ge=1)
-    """DQN: env steps over which epsilon decays."""
     weight_sync: Literal["object_store", "collective", "colocated"] = "object_store"
     """How train weights reach eval workers: Ray object store, a torch.distributed broadcast, or in-process."""
     deterministic_eval: bool = False
@@ -231,6 +263,75 @@ class PolicyConfig(_Config):
     """Load weights from this checkpoint file when the policy is built."""
     max_restarts: int = Field(3, ge=0)
     """How many times a dead eval worker actor is relaunched (and given the current weights) before the run stops."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _select_algorithm_config(cls, data: Any, handler: Any) -> Any:
+        # A ``policy:`` mapping validated as PolicyConfig becomes the config class of its type.
+        if cls is PolicyConfig and isinstance(data, dict):
+            try:
+                target = policy_config_class(data.get("type", DEFAULT_POLICY_TYPE))
+            except ConfigError as err:
+                error = {"error": str(err).removeprefix("policy.type: ").removeprefix("policy.type ")}
+                line = {"type": "value_error", "loc": ("type",), "input": data.get("type"), "ctx": error}
+                raise ValidationError.from_exception_data(cls.__name__, [line]) from None
+            if target is not PolicyConfig:
+                return target.model_validate(data)
+        return handler(data)
+
+    @field_validator("type")
+    @classmethod
+    def _type_fits_config_class(cls, value: str) -> str:
+        # A type registered in this process must take this class (or one it derives from); a type this
+        # process has not registered is accepted (a worker process unpickling a notebook's policy).
+        registered = _registered_policy_config(value)
+        if registered is not None and not issubclass(cls, registered):
+            raise ValueError(
+                f"policy type {value!r} takes {registered.__name__}, not {cls.__name__}; build it with "
+                f"PolicyConfig(type={value!r}, ...) or assign the whole section (cfg.policy = {{'type': {value!r}}})"
+            )
+        return value
+
+
+def _registered_policy_config(name: str) -> Optional[type]:
+    """The config class of a registered policy type, or None when ``name`` is not registered here."""
+    from rlightning.utils.registry import POLICIES
+
+    if not isinstance(name, str) or name not in POLICIES:
+        return None
+    return policy_config_class(name)
+
+
+def policy_config_class(name: str) -> type:
+    """The config class of the policy registered as ``name`` (`PolicyConfig` when it declares none).
+
+    The config is what ``POLICIES.register(name, config=...)`` was given, else the policy class's
+    ``config_cls`` attribute, else the shared `PolicyConfig`.
+
+    Raises:
+        UnknownNameError: ``name`` is not a registered policy (the message names the closest ones).
+        ConfigError: ``name`` is not a string.
+        TypeError: the policy declares a config that is not a `PolicyConfig` subclass.
+    """
+    from rlightning.utils.registry import POLICIES
+
+    if not isinstance(name, str):
+        raise ConfigError(f"policy.type must be the name of a registered policy (a string), got {name!r}")
+    try:
+        policy_cls = POLICIES.get(name)
+    except KeyError as err:
+        raise UnknownNameError(f"policy.type: {err.args[0]}") from None
+    config = POLICIES.config_of(name) or getattr(policy_cls, "config_cls", None) or PolicyConfig
+    if not (isinstance(config, type) and issubclass(config, PolicyConfig)):
+        raise TypeError(f"policy {name!r} declares config {config!r}, which is not a PolicyConfig subclass")
+    return config
+
+
+def policy_config_classes() -> Dict[str, type]:
+    """Every registered policy type and its config class."""
+    from rlightning.utils.registry import POLICIES
+
+    return {name: policy_config_class(name) for name in POLICIES.names()}
 
 
 class BufferConfig(_Config):
@@ -375,8 +476,8 @@ class MainConfig(_Config):
     """Seed for envs (worker index offsets it), torch and numpy."""
     env: EnvConfig = Field(default_factory=EnvConfig)
     """Environment settings."""
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    """Policy settings."""
+    policy: SerializeAsAny[PolicyConfig] = Field(default_factory=PolicyConfig)
+    """Policy settings (the config class of ``policy.type``)."""
     buffer: BufferConfig = Field(default_factory=BufferConfig)
     """Buffer settings."""
     train: TrainConfig = Field(default_factory=TrainConfig)

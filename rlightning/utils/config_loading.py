@@ -16,13 +16,19 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rlightning.utils.config import (
+    DEFAULT_POLICY_TYPE,
     ConfigError,
     MainConfig,
+    PolicyConfig,
     UnknownNameError,
     _raise_config_error,
     _unknown_key_message,
+    policy_config_class,
 )
+from rlightning.utils.logger import get_logger
 from rlightning.utils.registry import closest
+
+logger = get_logger(__name__)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -85,14 +91,57 @@ def _parse_yaml(text: str, what: str) -> Any:
     return data
 
 
-def config_from_dict(data: Dict[str, Any], source: str = "from dict") -> MainConfig:
+#: The policy settings of the one flat ``PolicyConfig`` of rlightning before per-algorithm configs.
+LEGACY_POLICY_FIELDS = frozenset(
+    "gae_lambda clip_coef clip_vloss ent_coef vf_coef update_epochs num_minibatches norm_adv target_kl "
+    "tau alpha autotune_alpha target_entropy q_lr policy_frequency epsilon_start epsilon_end "
+    "epsilon_decay_steps".split()
+)
+
+
+def _drop_legacy_policy_fields(data: Dict[str, Any], source: str) -> Dict[str, Any]:
+    """A config written before per-algorithm configs lists every algorithm's settings in ``policy``:
+    drop the ones its type's config does not have (logged), so that it loads."""
+    policy = data.get("policy")
+    if not isinstance(policy, dict):
+        return data
+    try:
+        target = policy_config_class(policy.get("type", DEFAULT_POLICY_TYPE))
+    except ConfigError:
+        return data  # validation names the unknown type
+    dropped = sorted(k for k in policy if k in LEGACY_POLICY_FIELDS and k not in target.model_fields)
+    if not dropped:
+        return data
+    logger.warning(
+        "config %s was written by an older rlightning (one flat policy config); ignoring %s, which %s "
+        "(policy.type %r) does not have",
+        source,
+        ", ".join(dropped),
+        target.__name__,
+        policy.get("type", DEFAULT_POLICY_TYPE),
+    )
+    data = dict(data)
+    data["policy"] = {k: v for k, v in policy.items() if k not in dropped}
+    return data
+
+
+def config_from_dict(data: Dict[str, Any], source: str = "from dict", legacy: bool = False) -> MainConfig:
     """Validate a plain dict into a `MainConfig`.
+
+    Args:
+        data: The config as plain data (a parsed YAML file).
+        source: Where it came from, for error messages.
+        legacy: Also accept a config written by an older rlightning, whose ``policy`` section lists the
+            settings of every algorithm: those of other algorithms are dropped with a warning
+            (checkpoints are read this way).
 
     Raises:
         ConfigError: not a dict, unknown keys or invalid values, each named with its dotted path.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {source}: expected a mapping at the top level, got {type(data).__name__}")
+    if legacy:
+        data = _drop_legacy_policy_fields(data, source)
     try:
         return MainConfig.model_validate(data)
     except ValidationError as err:
@@ -161,7 +210,7 @@ def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
             f"overrides must be a list of key.path=value strings, got {type(overrides).__name__} {overrides!r:.60}"
         )
     data = cfg.model_dump()
-    seen = set()
+    seen: Dict[str, str] = {}
     for item in overrides:
         if not isinstance(item, str) or "=" not in item:
             raise ConfigError(f"override {item!r:.80} must look like key.path=value, e.g. train.iterations=50")
@@ -178,7 +227,6 @@ def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
         dotted = ".".join(path)
         if dotted in seen:  # later wins, but the value it hides must have been valid too
             config_from_dict(copy.deepcopy(data), source=f"overrides before {item[:80]!r}")
-        seen.add(dotted)
         node: Any = data
         model: Any = MainConfig
         for i, part in enumerate(path):
@@ -188,11 +236,59 @@ def apply_overrides(cfg: MainConfig, overrides: Sequence[str]) -> MainConfig:
             if part not in fields:
                 raise ConfigError(f"override {item!r}: {_unknown_key_message(model, part)}")
             if i == len(path) - 1:
+                if part == "type" and _is_policy_model(model):
+                    _switch_policy_type(node, value, item, ".".join(path[:-1]), seen)
                 node[part] = value
             else:
                 node = node[part]
-                model = fields[part].annotation
+                model = _section_model(fields[part].annotation, node, item)
+        seen[dotted] = item
     return config_from_dict(data, source="after overrides")
+
+
+def _is_policy_model(model: Any) -> bool:
+    return isinstance(model, type) and issubclass(model, PolicyConfig)
+
+
+def _policy_class_for_override(type_name: Any, item: str) -> type:
+    try:
+        return policy_config_class(type_name)
+    except UnknownNameError as err:
+        raise UnknownNameError(f"override {item[:80]!r}: {err}") from None
+    except ConfigError as err:
+        raise ConfigError(f"override {item[:80]!r}: {err}") from None
+
+
+def _section_model(annotation: Any, node: Any, item: str) -> Any:
+    """The model of a section an override walks into: a policy section's is the config of its type."""
+    if _is_policy_model(annotation) and isinstance(node, dict):
+        return _policy_class_for_override(node.get("type", DEFAULT_POLICY_TYPE), item)
+    return annotation
+
+
+def _switch_policy_type(node: Dict[str, Any], new_type: Any, item: str, prefix: str, seen: Dict[str, str]) -> None:
+    """``policy.type=...``: keep the settings the new type's config has, drop the others.
+
+    Settings dropped that came from the config (a preset's PPO values when switching to SAC) are
+    logged; one an earlier override set explicitly is an error, since that override would be lost.
+
+    Raises:
+        UnknownNameError: ``new_type`` is not a registered policy.
+        ConfigError: an earlier override set a key the new type's config does not have.
+    """
+    target = _policy_class_for_override(new_type, item)
+    dropped = sorted(k for k in node if k not in target.model_fields)
+    for key in dropped:
+        for dotted, earlier in seen.items():
+            if dotted == f"{prefix}.{key}" or dotted.startswith(f"{prefix}.{key}."):
+                raise ConfigError(
+                    f"override {item[:80]!r}: {_unknown_key_message(target, key)} "
+                    f"(set by the earlier override {earlier[:80]!r})"
+                )
+    if dropped:
+        logger.info("%s: %s has no %s; dropped from the config", item[:80], target.__name__, ", ".join(dropped))
+    for key in dropped:
+        del node[key]
 
 
 def to_yaml(cfg: BaseModel) -> str:

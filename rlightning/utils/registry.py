@@ -29,6 +29,7 @@ class Registry:
     def __init__(self, name: str, builtins: Optional[str] = None) -> None:
         self.name = name
         self._items: Dict[str, Callable] = {}
+        self._configs: Dict[str, type] = {}
         self._builtins = builtins
 
     def _load_builtins(self) -> None:
@@ -36,8 +37,16 @@ class Registry:
             module, self._builtins = self._builtins, None
             importlib.import_module(module)
 
-    def register(self, name: Optional[str] = None, *, override: bool = False) -> Callable[[T], T]:
+    def register(
+        self, name: Optional[str] = None, *, override: bool = False, config: Optional[type] = None
+    ) -> Callable[[T], T]:
         """Decorator registering a class or function under ``name`` (default: its ``__name__``).
+
+        Args:
+            name: The registered name.
+            override: Replace what is registered under ``name`` (a notebook cell run again).
+            config: The config class that goes with the entry (policies: its `PolicyConfig` subclass,
+                see `rlightning.utils.config.policy_config_class`).
 
         Raises:
             KeyError: the name is already registered (pass ``override=True`` to replace it,
@@ -53,7 +62,13 @@ class Registry:
                     f"{self.name} {key!r} is already registered (by {self._items[key]!r}); "
                     "choose another name or pass override=True"
                 )
+            if config is not None and not isinstance(config, type):
+                raise TypeError(f"{self.name} {key!r}: config must be a class, got {config!r}")
             self._items[key] = obj
+            if config is None:
+                self._configs.pop(key, None)
+            else:
+                self._configs[key] = config
             return obj
 
         return deco
@@ -75,6 +90,10 @@ class Registry:
         raise KeyError(
             f"unknown {self.name} {name!r}.{hint} Registered {self.name} names: {', '.join(registered) or '(none)'}"
         )
+
+    def config_of(self, name: str) -> Optional[type]:
+        """The config class registered with ``name`` (None when it was registered without one)."""
+        return self._configs.get(name)
 
     def names(self) -> List[str]:
         """Sorted registered names (built-ins included)."""

@@ -102,7 +102,7 @@ def _check(config: MainConfig) -> None:
                 f"({config.train.rollout_steps} steps x {config.env.num_envs} envs x {config.env.num_workers} workers "
                 f"= {per_iteration} transitions); lower the batch size or collect more per iteration"
             )
-        if config.policy.num_minibatches > per_iteration:
+        if getattr(config.policy, "num_minibatches", 1) > per_iteration:
             raise ValueError(
                 f"policy.num_minibatches={config.policy.num_minibatches} is larger than one rollout "
                 f"({per_iteration} transitions)"

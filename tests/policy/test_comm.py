@@ -1,4 +1,4 @@
-"""Process groups and data-parallel training (rlightning/policy/comm.py, policy_comm.py)."""
+"""Process groups and data-parallel training (rlightning/policy/comm.py, worker_host.py)."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from rlightning.utils.config import (
     ConfigError,
     MainConfig,
+    PolicyConfig,
     UnknownKeyError,
     UnknownNameError,
     apply_overrides,
@@ -23,6 +24,7 @@ from rlightning.utils.config import (
     list_presets,
     load_config,
     load_preset,
+    policy_config_classes,
     to_yaml,
 )
 
@@ -40,7 +42,21 @@ def _leaves(model: type, prefix: Tuple[str, ...] = ()) -> List[Tuple[Tuple[str, 
     return out
 
 
-LEAVES = _leaves(MainConfig)
+def _policy_leaves() -> Tuple[List[Tuple[Tuple[str, ...], Any]], Dict[Tuple[str, ...], str]]:
+    """Leaves of each built-in algorithm's own policy config, and the ``policy.type`` each needs."""
+    leaves, types = [], {}
+    for name, cls in policy_config_classes().items():
+        if name not in ("ppo", "sac", "dqn"):
+            continue  # policies other tests registered
+        for path, info in _leaves(cls, ("policy",)):
+            if path[1] not in PolicyConfig.model_fields and path not in types:
+                leaves.append((path, info))
+                types[path] = name
+    return leaves, types
+
+
+ALGORITHM_LEAVES, POLICY_TYPE = _policy_leaves()
+LEAVES = _leaves(MainConfig) + ALGORITHM_LEAVES
 SECTIONS = [name for name, info in MainConfig.model_fields.items() if isinstance(info.annotation, type)]
 SECTIONS = [s for s in SECTIONS if issubclass(MainConfig.model_fields[s].annotation, BaseModel)]
 
@@ -96,7 +112,18 @@ def _nest(path: Tuple[str, ...], value: Any) -> Dict[str, Any]:
     out: Any = value
     for part in reversed(path):
         out = {part: out}
+    if path in POLICY_TYPE:  # a setting of one algorithm: the policy section names that algorithm
+        out["policy"]["type"] = POLICY_TYPE[path]
     return out
+
+
+def _config_for(path: Tuple[str, ...]) -> MainConfig:
+    """A default config whose policy type has the field at ``path``."""
+    return config_from_dict({"policy": {"type": POLICY_TYPE[path]}}) if path in POLICY_TYPE else MainConfig()
+
+
+def _type_override(path: Tuple[str, ...]) -> List[str]:
+    return [f"policy.type={POLICY_TYPE[path]}"] if path in POLICY_TYPE else []
 
 
 def _get(cfg: Any, path: Tuple[str, ...]) -> Any:
@@ -124,7 +151,7 @@ def test_invalid_value_in_a_dict_names_the_field(case):
 @given(case=leaf_and_invalid())
 def test_invalid_assignment_names_the_field_and_changes_nothing(case):
     path, value = case
-    cfg = MainConfig()
+    cfg = _config_for(path)
     before = cfg.model_dump()
     with pytest.raises(ConfigError) as err:
         setattr(_get(cfg, path[:-1]), path[-1], value)
@@ -141,7 +168,7 @@ def test_invalid_override_names_the_field(case, preset):
     if isinstance(value, float) and not math.isfinite(value):
         text = {True: ".nan", False: ".inf" if value > 0 else "-.inf"}[math.isnan(value)]
     with pytest.raises(ConfigError) as err:
-        apply_overrides(load_preset(preset), [f"{'.'.join(path)}={text}"])
+        apply_overrides(load_preset(preset), _type_override(path) + [f"{'.'.join(path)}={text}"])
     assert ".".join(path) in str(err.value)
 
 
@@ -171,9 +198,7 @@ KEY = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=
 @SETTINGS
 @given(section=st.sampled_from([()] + [(s,) for s in SECTIONS]), key=KEY)
 def test_unknown_keys_are_named_with_the_valid_ones(section, key):
-    model = MainConfig
-    for part in section:
-        model = model.model_fields[part].annotation
+    model = type(_get(MainConfig(), section))  # the policy section's is the default type's config
     assume(key not in model.model_fields)
     with pytest.raises(ConfigError) as err:
         config_from_dict(_nest(section, {key: 1}))
@@ -289,3 +314,18 @@ def test_unknown_preset_is_a_config_error_and_a_key_error(name):
         load_preset(name)
     assert isinstance(err.value, KeyError) and isinstance(err.value, ConfigError)
     assert str(err.value).startswith("unknown preset") and "Presets:" in str(err.value)
+
+
+@SETTINGS
+@given(leaf=st.sampled_from(ALGORITHM_LEAVES), other=st.sampled_from(["ppo", "sac", "dqn"]))
+def test_an_algorithms_setting_is_refused_by_the_others(leaf, other):
+    path, info = leaf
+    model = policy_config_classes()[other]
+    assume(path[1] not in model.model_fields)
+    default = info.get_default(call_default_factory=True)
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"policy": {"type": other, path[1]: default}})
+    text = str(err.value)
+    assert f"unknown {model.__name__} key {path[1]!r}" in text and f"policy.type {POLICY_TYPE[path]!r}" in text
+    with pytest.raises(UnknownKeyError):
+        setattr(config_from_dict({"policy": {"type": other}}).policy, path[1], default)

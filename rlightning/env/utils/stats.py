@@ -16,10 +16,14 @@ HARVEST_EVERY = 256
 
 
 class GroupStats:
-    """Env steps, a recent steps-per-second rate, finished episodes and restarts.
+    """Env steps, a recent steps-per-second rate, finished episodes, restarts and env errors.
+
+    ``restarts`` counts every recreation of a worker (its actor died, or its env raised);
+    ``env_errors`` counts the exceptions raised by the env's own code (each one recreates the
+    worker, except the one past ``max_restarts``, which stops the run).
 
     Args:
-        env_ids: The group's env ids (restart counts start at 0 for each).
+        env_ids: The group's env ids (restart and error counts start at 0 for each).
         recent: How many finished episodes to keep for returns and lengths.
     """
 
@@ -28,7 +32,9 @@ class GroupStats:
         self._episodes = 0
         self.recent_returns: Deque[float] = deque(maxlen=recent)
         self.recent_lengths: Deque[int] = deque(maxlen=recent)
+        env_ids = list(env_ids)
         self.restarts: Dict[str, int] = {env_id: 0 for env_id in env_ids}
+        self.env_errors: Dict[str, int] = {env_id: 0 for env_id in env_ids}
         self._marks: Deque[Tuple[float, int]] = deque(maxlen=RATE_WINDOW)
         # (terminated, truncated, episode_return, episode_length) of EnvRets not yet read: harvested in bulk.
         self._pending: List[tuple] = []
@@ -99,6 +105,10 @@ class GroupStats:
         """Count one restart of ``env_id``."""
         self.restarts[env_id] = self.restarts.get(env_id, 0) + 1
 
+    def add_env_error(self, env_id: str) -> None:
+        """Count one exception raised by the env code of ``env_id``."""
+        self.env_errors[env_id] = self.env_errors.get(env_id, 0) + 1
+
     def steps_per_second(self) -> float:
         """Env steps per second over the recent step calls (0.0 before two calls)."""
         if len(self._marks) < 2:
@@ -121,6 +131,8 @@ class GroupStats:
             "mean_length": mean_or_none(lengths),
             "restarts": dict(self.restarts),
             "total_restarts": int(sum(self.restarts.values())),
+            "env_errors": dict(self.env_errors),
+            "total_env_errors": int(sum(self.env_errors.values())),
         }
 
 

@@ -6,17 +6,34 @@ Epsilon decays linearly from ``epsilon_start`` to ``epsilon_end`` over the
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch.nn import functional as F
 
 from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
+from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import POLICIES
+
+
+class DQNConfig(PolicyConfig):
+    """DQN's hyperparameters (``policy.type: dqn``) on top of the shared `PolicyConfig`."""
+
+    tau: float = Field(0.005, gt=0, le=1)
+    """Target network soft-update rate."""
+    q_lr: Optional[float] = Field(None, gt=0)
+    """Q network learning rate (None: ``optim.lr``)."""
+    epsilon_start: float = Field(1.0, ge=0, le=1)
+    """Initial exploration rate."""
+    epsilon_end: float = Field(0.05, ge=0, le=1)
+    """Final exploration rate."""
+    epsilon_decay_steps: int = Field(10_000, ge=1)
+    """Env steps over which epsilon decays."""
 
 
 @POLICIES.register("dqn")
@@ -26,6 +43,9 @@ class DQNPolicy(BasePolicy):
     ``update_dataset`` takes a TensorDict with ``obs``, ``action``, ``reward``,
     ``next_obs``, ``terminated``; each ``train()`` does one gradient update on it.
     """
+
+    config_cls = DQNConfig
+    """The config class of ``policy.type: dqn``."""
 
     supported_action_spaces = ("discrete",)
     """Action space kinds this policy can act in (checked before any worker starts)."""

@@ -17,11 +17,13 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp, mlp_forward
+from rlightning.policy.algorithms.networks import action_kind, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy
+from rlightning.policy.networks import build_encoder
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -29,6 +31,29 @@ from rlightning.utils.logger import get_logger
 from rlightning.utils.registry import POLICIES
 
 logger = get_logger(__name__)
+
+
+class PPOConfig(PolicyConfig):
+    """PPO's hyperparameters (``policy.type: ppo``) on top of the shared `PolicyConfig`."""
+
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE lambda."""
+    clip_coef: float = Field(0.2, gt=0)
+    """Clipping range of the probability ratio."""
+    clip_vloss: bool = True
+    """Clip the value loss too."""
+    ent_coef: float = Field(0.0, ge=0)
+    """Entropy bonus coefficient."""
+    vf_coef: float = Field(0.5, ge=0)
+    """Value loss coefficient."""
+    update_epochs: int = Field(4, ge=1)
+    """Passes over each rollout."""
+    num_minibatches: int = Field(4, ge=1)
+    """Minibatches per epoch."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    target_kl: Optional[float] = Field(None, gt=0)
+    """Stop the epochs early when the approximate KL exceeds this."""
 
 
 class GaussianActor(nn.Module):
@@ -53,13 +78,16 @@ class PPOPolicy(BasePolicy):
     ``train`` runs ``update_epochs`` x ``num_minibatches`` updates.
     """
 
+    config_cls = PPOConfig
+    """The config class of ``policy.type: ppo``."""
+
     supported_action_spaces = ("discrete", "continuous")
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     REQUIRED_KEYS = ("obs", "log_prob", "value", "advantage", "return")
 
     @classmethod
-    def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:
+    def buffer_postprocess_fn(cls, policy_cfg: PPOConfig) -> Optional[Callable]:
         """The GAE postprocess (``advantage`` and ``return``) with the config's gamma and lambda."""
         from rlightning.buffer.utils.utils import make_gae_postprocess_fn
 
@@ -76,7 +104,8 @@ class PPOPolicy(BasePolicy):
         act_space = env_meta.action_space
         self.kind = action_kind(act_space, "ppo", ("discrete", "continuous"))
         self.encoder = self.register_module(
-            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="ppo")
+            "encoder",
+            build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="ppo"),
         )
         dim = self.encoder.dim
         if self.kind == "discrete":

@@ -8,10 +8,11 @@ workers build only the encoder and the actor (what weight sync sends).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 from torch.nn import functional as F
 
@@ -19,9 +20,27 @@ from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
+from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import POLICIES
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class SACConfig(PolicyConfig):
+    """SAC's hyperparameters (``policy.type: sac``) on top of the shared `PolicyConfig`."""
+
+    tau: float = Field(0.005, gt=0, le=1)
+    """Target network soft-update rate."""
+    alpha: float = Field(0.2, gt=0)
+    """Initial entropy temperature."""
+    autotune_alpha: bool = True
+    """Learn the temperature towards ``target_entropy``."""
+    target_entropy: Optional[float] = None
+    """Target entropy (None: minus the action dimension)."""
+    q_lr: Optional[float] = Field(None, gt=0)
+    """Critic (and temperature) learning rate (None: ``optim.lr``)."""
+    policy_frequency: int = Field(2, ge=1)
+    """Actor updates every this many critic updates."""
 
 
 class SquashedGaussianActor(nn.Module):
@@ -76,6 +95,9 @@ class SACPolicy(BasePolicy):
     ``update_dataset`` takes a TensorDict with ``obs``, ``action``, ``reward``,
     ``next_obs``, ``terminated``; each ``train()`` does one gradient update on it.
     """
+
+    config_cls = SACConfig
+    """The config class of ``policy.type: sac``."""
 
     supported_action_spaces = ("continuous",)
     """Action space kinds this policy can act in (checked before any worker starts)."""

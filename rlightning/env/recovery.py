@@ -1,0 +1,208 @@
+"""`WorkerRecovery`: brings back env workers that died or whose env raised, and says what was lost.
+
+The group's calls go through `WorkerRecovery.resolve`: a worker whose actor
+died (``RayActorError``) or whose env code raised (a ``RayTaskError`` from an
+actor, the exception itself from a local worker) is recreated and reset, and
+its reset `EnvRet` stands in for the lost result. The env id is queued for
+`pop_restarted` (the engine truncates its episodes in flight, so they are never
+stored as complete); restarts and env errors are counted in `GroupStats`.
+Past ``EnvConfig.max_restarts`` (over the worker's life) `EnvWorkerError`
+stops the run naming the env id, the counts and the original exception.
+Caller errors (marked with `rlightning.env.errors.caller_error`) and Ray's
+own errors are re-raised as they are.
+
+After an env error, a worker whose class has ``recreate_env`` (the gymnasium
+backend) rebuilds its env in place: the actor (or object) and its policy copy
+stay. Otherwise, and after a death, a new worker is launched and gets its
+policy copy and weights back through ``reattach``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from rlightning.env.errors import EnvWorkerError, classify_env_failure, original_error
+from rlightning.env.utils.stats import GroupStats
+from rlightning.env.worker_slot import WorkerSlot
+from rlightning.utils.logger import get_logger
+from rlightning.utils.ray.handle import resolve, resolve_one
+
+logger = get_logger(__name__)
+
+__all__ = ["WorkerRecovery"]
+
+
+class WorkerRecovery:
+    """The restart path of a group of env workers.
+
+    Args:
+        stats: Where restarts and env errors are counted.
+        seed_for: The reset seed of a recreated worker (its slot's restart count is already raised).
+        reattach: Gives a newly launched worker its policy copy and weights back (a no-op without one).
+
+    Attributes:
+        remote: Whether the workers are Ray actors (set by the group when it builds them).
+        gone: True once a worker failed past ``max_restarts``.
+    """
+
+    def __init__(
+        self,
+        stats: GroupStats,
+        seed_for: Callable[[WorkerSlot], Optional[int]],
+        reattach: Callable[[WorkerSlot], None],
+    ) -> None:
+        self.remote = False
+        self.gone = False
+        self._stats = stats
+        self._seed_for = seed_for
+        self._reattach = reattach
+        self._restarted: List[str] = []
+
+    def pop_restarted(self) -> List[str]:
+        """Env ids recreated since the last call, one entry per recreation."""
+        out, self._restarted = self._restarted, []
+        return out
+
+    def classify(self, err: BaseException) -> Optional[str]:
+        """``"died"``, ``"raised"`` or None (not the worker's failure: re-raise); see `classify_env_failure`."""
+        return classify_env_failure(err, self.remote)
+
+    def resolve(
+        self,
+        slots: Sequence[WorkerSlot],
+        futures: Sequence[Any],
+        replaced: Optional[Dict[int, Any]] = None,
+        method: str = "step",
+    ) -> List[Any]:
+        """`resolve` the futures of ``slots``' ``method`` calls; a failed worker's reset EnvRet stands in.
+
+        Args:
+            replaced: Filled with position -> reset EnvRet for every worker that was recreated.
+
+        Raises:
+            EnvWorkerError: a worker failed past ``max_restarts``.
+            Exception: a caller error or another failure that is not the worker's, as it was raised.
+        """
+        try:
+            return resolve(futures)
+        except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
+            if self.classify(err) is None:
+                raise
+        out = []
+        for i, (slot, fut) in enumerate(zip(slots, futures)):
+            try:
+                out.append(resolve_one(fut))
+            except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
+                env_ret = self.recover(slot, err, method)
+                if replaced is not None:
+                    replaced[i] = env_ret
+                out.append(env_ret)
+        return out
+
+    def recover(self, slot: WorkerSlot, err: BaseException, method: str) -> Any:
+        """Recreate ``slot`` after ``err`` from its ``method`` call and return its reset EnvRet; re-raise
+        ``err`` when it is not the worker's failure (a caller error, Ray's own errors)."""
+        kind = self.classify(err)
+        if kind is None:
+            raise err
+        return self.restart(slot, err, kind=kind, method=method)
+
+    def restart(self, slot: WorkerSlot, cause: BaseException, kind: str = "died", method: str = "step") -> Any:
+        """Recreate a worker whose actor died (``kind="died"``) or whose env raised (``"raised"``).
+
+        Returns:
+            The recreated worker's reset EnvRet.
+
+        Raises:
+            EnvWorkerError: the worker was already recreated ``max_restarts`` times (env id, counts and
+                the original exception named; chained from the failure).
+        """
+        while True:
+            if kind == "raised":
+                slot.env_errors += 1
+                self._stats.add_env_error(slot.env_id)
+            if slot.restarts >= slot.config.max_restarts:
+                if kind == "raised":
+                    slot.discard()
+                else:
+                    slot.stop()
+                self.gone = True
+                raise failed_for_good(slot, cause, kind, method) from cause
+            in_place = kind == "raised" and slot.handle is not None and slot.recreates_in_place
+            self._log(slot, cause, kind, method, in_place)
+            if not in_place:
+                if kind == "raised":
+                    slot.discard()
+                else:
+                    slot.stop()
+            slot.restarts += 1
+            self._stats.add_restart(slot.env_id)
+            self._restarted.append(slot.env_id)
+            try:
+                if in_place:
+                    return slot.handle.call("recreate_env", seed=self._seed_for(slot))
+                slot.launch(self.remote)
+                self._reattach(slot)
+                return slot.handle.call("reset", seed=self._seed_for(slot))
+            except Exception as err:  # noqa: BLE001 - failing again counts as another restart
+                kind = self.classify(err)
+                if kind is None:
+                    raise
+                cause, method = err, "reset"
+
+    @staticmethod
+    def _log(slot: WorkerSlot, cause: BaseException, kind: str, method: str, in_place: bool) -> None:
+        if kind == "died":
+            logger.warning("env worker %s died (%s); restarting it", slot.env_id, type(cause).__name__)
+            return
+        orig = original_error(cause)
+        logger.warning(
+            "env worker %s raised %s in %s: %s; recreating %s (env error %d, restart %d of %d); its episodes "
+            "in flight are dropped",
+            slot.env_id,
+            type(orig).__name__,
+            method,
+            orig,
+            "its env" if in_place else "it",
+            slot.env_errors,
+            slot.restarts + 1,
+            slot.config.max_restarts,
+        )
+
+    def drain(self, inflight: Dict[Any, WorkerSlot], recover: bool = False) -> None:
+        """Wait for the calls in flight (future -> slot), drop their results and clear ``inflight``.
+
+        A worker whose env raised is counted and, with ``recover``, recreated now (the group is about to
+        reset it); a dead worker is dealt with on its next call.
+        """
+        failed: List[Tuple[WorkerSlot, BaseException]] = []
+        for fut, slot in list(inflight.items()):
+            slot.inflight = False
+            try:
+                resolve_one(fut)
+            except Exception as err:  # noqa: BLE001 - dropped results; a dead worker shows up on its next call
+                logger.debug("dropped an in-flight step of %s: %r", slot.env_id, err)
+                if recover and self.classify(err) == "raised":
+                    failed.append((slot, err))
+        inflight.clear()
+        for slot, err in failed:
+            self.restart(slot, err, kind="raised", method="step")
+
+
+def failed_for_good(slot: WorkerSlot, cause: BaseException, kind: str, method: str) -> EnvWorkerError:
+    """The `EnvWorkerError` of a worker that failed past ``max_restarts``."""
+    limit = slot.config.max_restarts
+    hint = "raise env.max_restarts (EnvConfig.max_restarts) to allow more"
+    if kind == "died":
+        message = (
+            f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); "
+            f"max_restarts={limit} reached ({hint})"
+        )
+        return EnvWorkerError(message, slot.env_id, slot.restarts, slot.env_errors)
+    orig = original_error(cause)
+    message = (
+        f"env worker {slot.env_id} raised {type(orig).__name__} in {method}: {orig}; that is env error "
+        f"{slot.env_errors} of this worker, and it was already recreated {slot.restarts} time(s): "
+        f"max_restarts={limit} reached ({hint})"
+    )
+    return EnvWorkerError(message, slot.env_id, slot.restarts, slot.env_errors, cause=orig)

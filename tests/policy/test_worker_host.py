@@ -1,0 +1,103 @@
+"""Composition: a policy holds its PolicyWorkerHost, a PolicyGroup its EvalRecovery; per-algorithm configs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rlightning.policy.algorithms.ppo import PPOConfig, PPOPolicy
+from rlightning.policy.base_policy import BasePolicy, PolicyRole
+from rlightning.policy.eval_recovery import EvalRecovery, WorkerLostError
+from rlightning.policy.policy_group import PolicyGroup
+from rlightning.policy.worker_host import PolicyWorkerHost
+from rlightning.utils.config import PolicyConfig
+from rlightning.utils.ray.handle import WorkerHandle
+from tests.support.policy_data import DISCRETE_META, env_batch
+
+
+def make_ppo(role=PolicyRole.TRAIN, index=0) -> PPOPolicy:
+    policy = PPOPolicy(PolicyConfig(hidden_sizes=[8]), role_type=role, worker_index=index)
+    policy.setup(DISCRETE_META, seed=0)
+    return policy
+
+
+def test_base_policy_holds_its_worker_host_instead_of_mixins():
+    assert BasePolicy.__mro__ == (BasePolicy, object)
+    policy = make_ppo()
+    assert isinstance(policy.host, PolicyWorkerHost) and policy.host.policy is policy
+    assert policy.comm_info() == policy.host.comm_info() and policy.comm_info()["rank"] == -1
+    assert policy.get_placement_info()["role"] == "train"
+
+
+class CriticOnlySync(PPOPolicy):
+    """Overrides the tensor selection: the host's transport must follow it."""
+
+    def sync_named_tensors(self):
+        return {k: v for k, v in super().sync_named_tensors().items() if k.startswith("critic.")}
+
+
+def test_host_transport_uses_the_policys_own_tensor_selection(tmp_path):
+    policy = CriticOnlySync(PPOConfig(hidden_sizes=[8]), role_type=PolicyRole.TRAIN)
+    policy.setup(DISCRETE_META, seed=0)
+    weights = policy.get_weights()
+    assert weights and all(k.startswith("critic.") for k in weights)
+    other = CriticOnlySync(PPOConfig(hidden_sizes=[8]), role_type=PolicyRole.EVAL)
+    other.setup(DISCRETE_META, seed=1)
+    assert other.weights_checksum() != policy.weights_checksum()
+    assert other.load_state_dict(weights, weight_version=7) == 7
+    assert other.weights_checksum() == policy.weights_checksum()
+    with pytest.raises(KeyError, match=r"unexpected keys \['actor"):
+        other.load_state_dict({**weights, "actor.0.weight": np.zeros(1)})
+    # checkpoint I/O goes through the host too, and restores counters
+    policy.update_count = 5
+    path = policy.save_checkpoint(tmp_path / "p.pt")
+    fresh = CriticOnlySync(PPOConfig(hidden_sizes=[8]), role_type=PolicyRole.TRAIN)
+    fresh.setup(DISCRETE_META, seed=3)
+    assert fresh.load_checkpoint(path)["update_count"] == 5 and fresh.update_count == 5
+    torch.testing.assert_close(fresh.state_dict()["critic.0.weight"], policy.state_dict()["critic.0.weight"])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        fresh.load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_policy_refuses_another_algorithms_config():
+    from rlightning.policy.algorithms.sac import SACConfig
+
+    with pytest.raises(TypeError, match=r"PPOPolicy\(config=...\) needs a PPOConfig \(its config_cls\), got SACConfig"):
+        PPOPolicy(SACConfig(type="sac"))
+
+
+def test_policy_group_holds_its_eval_recovery_and_replaces_a_worker():
+    config = PolicyConfig(hidden_sizes=[8], max_restarts=2)
+    train, evals = make_ppo(), [make_ppo(PolicyRole.EVAL, i) for i in range(2)]
+    group = PolicyGroup([train], evals, config)
+    group.init_placement_info()
+    group.construct_network(DISCRETE_META, seed=0)
+    assert isinstance(group.recovery, EvalRecovery) and group.recovery.max_restarts == 2
+    assert group.dead_workers("eval") == [] and group.restart_dead_eval_workers() == []  # local workers never die
+    new = make_ppo(PolicyRole.EVAL, 1)
+    new.load_state_dict(train.get_weights(), group.weight_version)
+    group.replace_eval_worker(1, WorkerHandle(new), new.get_placement_info())
+    assert group.eval_workers[1].worker is new
+    group.rollout_batch(env_batch(4))
+    assert new.stats()["rollout_calls"] >= 1  # the router sends work to the new worker
+    assert group.verify_eval_weight_consistency()["consistent"]
+    assert group.stats()["eval_restarts"] == [0, 0]
+
+
+class _Host:
+    def __init__(self, workers):
+        self.train_workers, self.eval_workers, self.weight_version = [], workers, 0
+
+    def replace_eval_worker(self, index, worker, placement):
+        raise AssertionError("nothing may be replaced")
+
+
+def test_eval_recovery_without_a_relauncher_names_the_worker():
+    recovery = EvalRecovery(_Host([WorkerHandle(make_ppo(PolicyRole.EVAL))]), 1, max_restarts=1)
+    with pytest.raises(WorkerLostError, match="eval worker 0 died and this group has no way to relaunch it"):
+        recovery._restart(0, None)
+    recovery.set_relauncher(lambda i: make_ppo(PolicyRole.EVAL, i))
+    recovery.restarts[0] = 1
+    with pytest.raises(WorkerLostError, match=r"already restarted 1 time\(s\); max_restarts=1 reached"):
+        recovery._restart(0, None)
