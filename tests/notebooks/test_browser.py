@@ -205,6 +205,19 @@ def _it(state: Dict) -> int:
     return int(state["iteration"]) if state["iteration"] and state["iteration"].isdigit() else -1
 
 
+def _status_it(state: Dict) -> int:
+    """The iteration the status line names ("paused at iteration 7"), -1 when it names none."""
+    import re
+
+    found = re.search(r"at iteration (\d+)", state["status"] or "")
+    return int(found.group(1)) if found else -1
+
+
+def _settled(state: Dict, wanted: str) -> bool:
+    """The status says ``wanted`` and the header's counter shows the iteration it names (two widgets, two updates)."""
+    return state["state"] == wanted and _status_it(state) >= 0 and _it(state) == _status_it(state)
+
+
 @pytest.mark.timeout(1500)
 def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
     chromium = find_chromium()
@@ -235,7 +248,7 @@ def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
             assert state["panels"] == 1, "run.show() as the last expression displays the panel once"
 
             page.locator(".rl-btn-step").first.click()
-            state = _wait_panel(page, lambda s: _it(s) == 1 and s["state"] == "done", "one step done")
+            state = _wait_panel(page, lambda s: _settled(s, "done") and _it(s) == 1, "one step done")
             assert "finished 1 iteration(s), at iteration 1" in state["status"]
 
             page.locator(".rl-btn-run").first.click()
@@ -245,7 +258,7 @@ def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
             page.screenshot(path=str(screenshot), full_page=False)
 
             page.locator(".rl-btn-pause").first.click()
-            state = _wait_panel(page, lambda s: s["state"] == "paused", "paused")
+            state = _wait_panel(page, lambda s: _settled(s, "paused"), "paused")
             paused_at = _it(state)
             assert f"paused at iteration {paused_at}" in state["status"]
             page.wait_for_timeout(3000)
@@ -255,7 +268,7 @@ def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
             state = _wait_panel(page, lambda s: s["state"] == "running" and _it(s) > paused_at, "resumed")
 
             page.locator(".rl-btn-stop").first.click()
-            state = _wait_panel(page, lambda s: s["state"] == "stopped", "stopped")
+            state = _wait_panel(page, lambda s: _settled(s, "stopped"), "stopped")
             stopped_at = _it(state)
             assert state["status"] == f"stopped at iteration {stopped_at}" and paused_at < stopped_at < 51
             assert state["chart"], "the charts image is in the panel"
