@@ -74,6 +74,8 @@ class BaseEngine:
         self.collector: Optional[Collector] = None
         self.env_weight_sync: Optional[Any] = None  # EnvWorkerSync when the env workers act
         self.evaluator = Evaluator(config, policy_group)
+        #: Called as ``hook(engine)`` at the start of each iteration; a dict returned joins its metrics.
+        self.step_hooks: List[Callable[[BaseEngine], Optional[Dict[str, Any]]]] = []
         self.run_dir = (
             Path(run_dir)
             if run_dir
@@ -222,11 +224,14 @@ class BaseEngine:
     def step(self) -> Dict[str, Any]:
         """Run one iteration and return its metrics."""
         self._check_open()
+        hooked: Dict[str, Any] = {}
+        for hook in list(self.step_hooks):
+            hooked.update(hook(self) or {})
         self.timing.begin_iteration(self.iteration)
         steps_before = self.env_steps
         t0 = time.perf_counter()
         try:
-            metrics = self.iteration_phases()
+            metrics = {**hooked, **self.iteration_phases()}
             interval = self.config.train.eval_interval
             if interval and (self.iteration + 1) % interval == 0 and not self.collector.stop_requested:
                 metrics.update({f"eval_{k}": v for k, v in self.evaluate().items()})
