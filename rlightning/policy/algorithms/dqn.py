@@ -24,7 +24,7 @@ from pydantic import Field
 from torch import nn
 from torch.nn import functional as F
 
-from rlightning.policy.algorithms.networks import action_kind, mlp, mlp_forward
+from rlightning.policy.algorithms.networks import Progress, action_kind, mlp, mlp_forward
 from rlightning.policy.algorithms.nstep import NSTEP_KEYS, NStepReturns
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder
@@ -81,14 +81,6 @@ class DuelingHead(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         adv = mlp_forward(self.advantage, x)
         return mlp_forward(self.value, x) + adv - adv.mean(-1, keepdim=True)
-
-
-class Progress(nn.Module):
-    """The env steps the learner was last told of (a buffer, so it travels with the weights)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("env_steps", torch.zeros((), dtype=torch.float64))
 
 
 @POLICIES.register("dqn")
