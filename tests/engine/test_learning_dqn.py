@@ -37,10 +37,9 @@ def test_td_priorities_reach_the_local_shard(build, tmp_path):
 
 
 @pytest.mark.ray
-def test_td_priorities_reach_a_ray_storage_shard(build, tmp_path, ray_runtime):
-    weight = _weights_after_training(
-        build, tmp_path, ["cluster.remote_storage=true", "cluster.buffer_each_cpu_num=0.5"]
-    )
+def test_td_priorities_reach_a_ray_storage_shard_from_a_ray_train_worker(build, tmp_path, ray_runtime):
+    extra = ["cluster.remote_storage=true", "cluster.buffer_each_cpu_num=0.5", "cluster.remote_train=true"]
+    weight = _weights_after_training(build, tmp_path, extra)
     assert float(weight.std()) > 0.0 and float(weight.min()) < 1.0
 
 
