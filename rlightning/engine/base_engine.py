@@ -171,10 +171,19 @@ class BaseEngine:
         return {"batch_size": int(sum(len(b) for b in batches))}
 
     def train(self) -> Dict[str, Any]:
-        """Run the train workers' update; returns their metrics."""
+        """Run the train workers' update (then write their new replay priorities back); returns their metrics."""
         with self._phase("train"):
             metrics = self.policy_group.train() or {}
+            self._write_back_priorities()
         return dict(metrics)
+
+    def _write_back_priorities(self) -> None:
+        """Prioritized replay: hand each train worker's new priorities to the buffer's shards."""
+        if self.config.buffer.sampler != "prioritized" or not hasattr(self.policy_group, "priority_updates"):
+            return
+        for update in self.policy_group.priority_updates():
+            if update is not None:
+                self.buffer.update_priorities(update["index"], update["priority"], shard=update["shard"])
 
     def sync_weights(self) -> Dict[str, Any]:
         """Copy train weights to the eval workers."""
@@ -201,6 +210,8 @@ class BaseEngine:
     def _train_rounds(self) -> Dict[str, Any]:
         """``updates_per_iteration`` x (update_dataset, train) for off-policy learners, once for on-policy."""
         rounds = 1 if self.on_policy else self.config.train.updates_per_iteration
+        if hasattr(self.policy_group, "set_env_steps"):  # exploration, target-update and beta schedules
+            self.policy_group.set_env_steps(self.env_steps)
         collected: Dict[str, List[float]] = {}
         for _ in range(rounds):
             self.update_dataset()

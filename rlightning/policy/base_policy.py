@@ -103,6 +103,7 @@ class BasePolicy:
         self.update_count = 0
         self.train_calls = 0
         self.total_iterations: Optional[int] = None
+        self.env_steps: Optional[int] = None
         self.env_meta: Optional[EnvMeta] = None
         self.dataset: Any = None
         self.deterministic = role is PolicyRole.EVAL and config.deterministic_eval
@@ -210,6 +211,20 @@ class BasePolicy:
         if not isinstance(total_iterations, int) or isinstance(total_iterations, bool) or total_iterations < 1:
             raise ValueError(f"set_schedule(total_iterations={total_iterations!r}) needs an int >= 1")
         self.total_iterations = total_iterations
+
+    def set_env_steps(self, env_steps: int) -> None:
+        """Tell the policy the run's env steps so far (the engine calls it before each iteration's training)."""
+        if isinstance(env_steps, bool) or not isinstance(env_steps, (int, np.integer)) or env_steps < 0:
+            raise ValueError(f"set_env_steps(env_steps={env_steps!r}) needs an int >= 0")
+        self.env_steps = int(env_steps)
+
+    def priority_update(self) -> Optional[Dict[str, Any]]:
+        """New replay priorities from the last ``train()``: ``index``, ``shard``, ``priority`` (None: none).
+
+        The engine writes them to the buffer (``DataBuffer.update_priorities``) after each train round
+        when ``buffer.sampler`` is ``prioritized``; the default has none.
+        """
+        return None
 
     def set_deterministic(self, deterministic: bool = True) -> None:
         """Act deterministically (the mode of the action distribution) from now on."""

@@ -348,6 +348,16 @@ class PolicyGroup:
         self._last_metrics = metrics
         return metrics
 
+    def set_env_steps(self, env_steps: int) -> None:
+        """Tell the train workers the run's env steps so far (exploration, target and beta schedules)."""
+        self._need_train("set_env_steps")
+        resolve([w.submit("set_env_steps", int(env_steps)) for w in self.train_workers])
+
+    def priority_updates(self) -> List[Optional[Dict[str, Any]]]:
+        """Each train worker's new replay priorities from its last ``train()`` (see `BasePolicy.priority_update`)."""
+        self._need_train("priority_updates")
+        return resolve([w.submit("priority_update") for w in self.train_workers])
+
     def set_schedule(self, total_iterations: int) -> None:
         """Tell the train workers how many iterations the run has (learning-rate annealing)."""
         resolve([w.submit("set_schedule", total_iterations) for w in self.train_workers])

@@ -96,6 +96,13 @@ def _check(config: MainConfig) -> None:
                 f"choose a policy for {action_kind(space)} actions"
             )
 
+    beta = getattr(config.policy, "priority_beta_start", None)
+    if config.buffer.sampler == "prioritized" and beta is not None and beta != config.buffer.priority_beta:
+        raise ValueError(
+            f"policy.priority_beta_start={beta} differs from buffer.priority_beta={config.buffer.priority_beta}: "
+            "the learner rescales the sampler's importance weights from that exponent; set both to the same value"
+        )
+
     per_iteration = config.train.rollout_steps * config.env.num_envs * config.env.num_workers
     on_policy = config.buffer.type == "rollout"
     if config.engine == "asyncrl" and on_policy:

@@ -1,31 +1,49 @@
-"""DQN: Q-learning with a target network for discrete actions, epsilon-greedy exploration.
+"""DQN and its Rainbow-style extensions for discrete actions.
 
-Epsilon decays linearly from ``epsilon_start`` to ``epsilon_end`` over the
-``epsilon_decay_steps`` observation rows each acting worker has answered.
+- target network: Polyak-averaged with ``tau`` at every gradient step, or (``target_update_interval``)
+  updated every that many env steps (``tau=1``: a hard copy), as in Stable-Baselines3;
+- ``gradient_steps`` updates per ``train()`` call, each on its own minibatch of the sampled batch
+  (sample ``gradient_steps x minibatch`` rows once; SB3's and CleanRL's gradient steps per rollout);
+- double DQN (``double_q``), dueling heads (``dueling``), n-step returns (``n_step``: the buffer's
+  post-process adds the n-step keys, `NStepReturns`);
+- prioritized replay: the importance weights of the sample (``_weight``) scale the loss, with the
+  exponent annealed from the buffer's ``priority_beta`` to ``priority_beta_end``; the absolute TD
+  errors are handed back through `priority_update` (the engine writes them to the shards);
+- exploration: epsilon decays linearly from ``epsilon_start`` to ``epsilon_end`` over
+  ``epsilon_decay_steps`` env steps. The env-step count reaches the acting workers with the weights
+  (a synced ``progress`` module); an acting copy that has not heard yet counts the rows it answered.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Literal, Optional
 
 import numpy as np
 import torch
 from pydantic import Field
+from torch import nn
 from torch.nn import functional as F
 
-from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp, mlp_forward
+from rlightning.policy.algorithms.networks import Progress, action_kind, mlp, mlp_forward
+from rlightning.policy.algorithms.nstep import NSTEP_KEYS, NStepReturns
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
+from rlightning.policy.networks import build_encoder
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
+from rlightning.utils.logger import get_logger
 from rlightning.utils.registry import POLICIES
+
+logger = get_logger(__name__)
 
 
 class DQNConfig(PolicyConfig):
     """DQN's hyperparameters (``policy.type: dqn``) on top of the shared `PolicyConfig`."""
 
     tau: float = Field(0.005, gt=0, le=1)
-    """Target network soft-update rate."""
+    """Target network update rate (1: a hard copy)."""
+    target_update_interval: Optional[int] = Field(None, ge=1)
+    """Env steps between target updates (SB3's ``target_update_interval``); None: every gradient step."""
     q_lr: Optional[float] = Field(None, gt=0)
     """Q network learning rate (None: ``optim.lr``)."""
     epsilon_start: float = Field(1.0, ge=0, le=1)
@@ -33,15 +51,45 @@ class DQNConfig(PolicyConfig):
     epsilon_end: float = Field(0.05, ge=0, le=1)
     """Final exploration rate."""
     epsilon_decay_steps: int = Field(10_000, ge=1)
-    """Env steps over which epsilon decays."""
+    """Env steps over which epsilon decays linearly."""
+    gradient_steps: int = Field(1, ge=1)
+    """Gradient updates per ``train()`` call, each on 1/gradient_steps of the sampled batch."""
+    double_q: bool = False
+    """Double DQN: the online network picks the next action, the target network values it."""
+    dueling: bool = False
+    """Dueling head: Q = V + A - mean(A)."""
+    n_step: int = Field(1, ge=1)
+    """Horizon of the bootstrapped returns (the buffer post-process adds the n-step keys)."""
+    loss: Literal["huber", "mse"] = "huber"
+    """TD loss."""
+    priority_beta_start: float = Field(0.4, gt=0, le=1)
+    """Importance-weight exponent the prioritized sampler uses (must equal ``buffer.priority_beta``)."""
+    priority_beta_end: float = Field(1.0, gt=0, le=1)
+    """Exponent reached after ``priority_beta_steps`` env steps."""
+    priority_beta_steps: Optional[int] = Field(None, ge=1)
+    """Env steps over which the exponent anneals linearly (None: kept at ``priority_beta_start``)."""
+
+
+class DuelingHead(nn.Module):
+    """Q(s, .) = V(s) + A(s, .) - mean_a A(s, a), from two MLPs over the features."""
+
+    def __init__(self, in_dim: int, n_actions: int, hidden, activation: str) -> None:
+        super().__init__()
+        self.value = mlp(in_dim, hidden, 1, activation)
+        self.advantage = mlp(in_dim, hidden, n_actions, activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        adv = mlp_forward(self.advantage, x)
+        return mlp_forward(self.value, x) + adv - adv.mean(-1, keepdim=True)
 
 
 @POLICIES.register("dqn")
 class DQNPolicy(BasePolicy):
-    """Deep Q-Network (target network with Polyak averaging, Huber loss).
+    """Deep Q-Network with target network, double Q, dueling heads, n-step returns and prioritized replay.
 
-    ``update_dataset`` takes a TensorDict with ``obs``, ``action``, ``reward``,
-    ``next_obs``, ``terminated``; each ``train()`` does one gradient update on it.
+    ``update_dataset`` takes a TensorDict with ``obs``, ``action``, ``reward``, ``next_obs``,
+    ``terminated`` (and the n-step keys when ``n_step > 1``; ``_weight``, ``_index``, ``_shard``
+    from the prioritized sampler); each ``train()`` does ``gradient_steps`` updates on it.
     """
 
     config_cls = DQNConfig
@@ -50,8 +98,14 @@ class DQNPolicy(BasePolicy):
     supported_action_spaces = ("discrete",)
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
-    sync_module_names = ("encoder", "q")
+    sync_module_names = ("encoder", "q", "progress")
     REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
+
+    @classmethod
+    def buffer_postprocess_fn(cls, policy_cfg: DQNConfig) -> Optional[NStepReturns]:
+        """The n-step post-process when ``n_step > 1`` (None: transitions are stored as they are)."""
+        n = int(getattr(policy_cfg, "n_step", 1))
+        return NStepReturns(n, policy_cfg.gamma) if n > 1 else None
 
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build the Q network (and its target copy on train workers).
@@ -63,39 +117,93 @@ class DQNPolicy(BasePolicy):
         cfg, space = self.config, env_meta.action_space
         action_kind(space, "dqn", ("discrete",))
         self.n_actions, self.action_start = int(space.n), int(space.start)
-        self.encoder = self.register_module(
-            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="dqn")
+        make_encoder = lambda: build_encoder(  # noqa: E731
+            env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="dqn"
         )
-        self.q = self.register_module("q", mlp(self.encoder.dim, cfg.hidden_sizes, self.n_actions, cfg.activation))
+        self.encoder = self.register_module("encoder", make_encoder())
+        self.q = self.register_module("q", self._head())
+        self.progress = self.register_module("progress", Progress())
+        if self.env_steps is not None:
+            self.progress.env_steps.fill_(float(self.env_steps))
         if not hasattr(self, "np_rng"):
             self.np_rng = np.random.default_rng()
-        if self.role_type is PolicyRole.TRAIN:
-            target = self.register_module(
-                "q_target", mlp(self.encoder.dim, cfg.hidden_sizes, self.n_actions, cfg.activation)
-            )
-            target.load_state_dict(self.q.state_dict())
-            target.requires_grad_(False)
+        self._target_marks = -1
+        self._warned_no_env_steps = False
+        self.priority_updates: Optional[Dict[str, torch.Tensor]] = None
+        self.trainable_encoder = any(p.requires_grad for p in self.encoder.parameters())
+        if self.role_type is not PolicyRole.TRAIN:
+            return
+        target = self.register_module("q_target", self._head())
+        target.load_state_dict(self.q.state_dict())
+        target.requires_grad_(False)
+        if self.trainable_encoder:
+            enc_target = self.register_module("encoder_target", make_encoder())
+            enc_target.load_state_dict(self.encoder.state_dict())
+            enc_target.requires_grad_(False)
+
+    def _head(self) -> nn.Module:
+        cfg = self.config
+        if cfg.dueling:
+            return DuelingHead(self.encoder.dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
+        return mlp(self.encoder.dim, cfg.hidden_sizes, self.n_actions, cfg.activation)
+
+    def _online_params(self):
+        params = list(self.q.parameters())
+        if self.trainable_encoder:
+            params += [p for p in self.encoder.parameters() if p.requires_grad]
+        return params
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
-        """One optimizer over the Q network (``q_lr`` when set)."""
-        self.register_optimizer("main", build_optimizer(optim_cfg, self.q.parameters(), lr=self.config.q_lr))
+        """One optimizer over the Q network (and a trainable encoder), ``q_lr`` when set."""
+        self.register_optimizer("main", build_optimizer(optim_cfg, self._online_params(), lr=self.config.q_lr))
+
+    # ------------------------------------------------------------------ schedules
+
+    def set_env_steps(self, env_steps: int) -> None:
+        """Record the run's env steps (schedules); acting workers receive it with the next weight sync."""
+        super().set_env_steps(env_steps)
+        progress = self._modules.get("progress")
+        if progress is not None:  # before construct_network the count waits in self.env_steps
+            progress.env_steps.fill_(float(self.env_steps))
+
+    @property
+    def schedule_steps(self) -> int:
+        """Env steps the schedules run on: the engine's count, or this worker's answered rows when larger."""
+        return max(int(self.progress.env_steps), self._rollout_rows)
 
     @property
     def epsilon(self) -> float:
-        """Exploration rate after the rows this worker has answered."""
+        """Exploration rate at `schedule_steps`."""
         cfg = self.config
-        frac = min(1.0, self._rollout_rows / cfg.epsilon_decay_steps)
+        frac = min(1.0, self.schedule_steps / cfg.epsilon_decay_steps)
         return cfg.epsilon_start + frac * (cfg.epsilon_end - cfg.epsilon_start)
+
+    @property
+    def priority_beta(self) -> float:
+        """Importance-weight exponent at `schedule_steps`."""
+        cfg = self.config
+        if cfg.priority_beta_steps is None:
+            return cfg.priority_beta_start
+        frac = min(1.0, self.schedule_steps / cfg.priority_beta_steps)
+        return cfg.priority_beta_start + frac * (cfg.priority_beta_end - cfg.priority_beta_start)
+
+    # ------------------------------------------------------------------ acting
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q(obs, .) of the online network, ``[B, n_actions]``."""
+        return mlp_forward(self.q, self.encoder(obs))
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Greedy actions, replaced by uniform ones with probability epsilon unless deterministic."""
-        q = mlp_forward(self.q, self.encoder(torch.as_tensor(obs, device=self.device)))
+        q = self.q_values(torch.as_tensor(obs, device=self.device))
         action = q.argmax(-1).cpu().numpy().astype(np.int64)
         if not deterministic:
             explore = self.np_rng.random(action.shape[0]) < self.epsilon
             action[explore] = self.np_rng.integers(0, self.n_actions, int(explore.sum()))
         return {"action": action + self.action_start}
+
+    # ------------------------------------------------------------------ learning
 
     def update_dataset(self, data: Any) -> None:
         """Take a sampled batch for the next ``train()``.
@@ -103,6 +211,7 @@ class DQNPolicy(BasePolicy):
         Raises:
             TypeError: ``data`` is not a TensorDict.
             KeyError: required keys are missing (listed with the keys present).
+            ValueError: an empty batch, or fewer rows than ``gradient_steps``.
         """
         from tensordict import TensorDictBase  # here, not at import: env workers acting with a copy never need it
 
@@ -110,44 +219,154 @@ class DQNPolicy(BasePolicy):
             raise TypeError(f"dqn.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError("dqn.update_dataset called before construct_network(env_meta)")
-        missing = [k for k in self.REQUIRED_KEYS if k not in data.keys()]
+        cfg = self.config
+        keys = set(data.keys())
+        required = self.REQUIRED_KEYS + (NSTEP_KEYS if cfg.n_step > 1 else ())
+        missing = [k for k in required if k not in keys]
         if missing:
-            raise KeyError(f"dqn.update_dataset: missing keys {missing}; got {sorted(data.keys())}")
+            hint = " (n_step > 1: the buffer's n-step post-process, DQNPolicy.buffer_postprocess_fn, adds them)"
+            raise KeyError(
+                f"dqn.update_dataset: missing keys {missing}; got {sorted(keys)}"
+                + (hint if any(k in NSTEP_KEYS for k in missing) else "")
+            )
         flat = data.reshape(-1) if len(data.batch_size) > 1 else data
         n = int(flat.batch_size.numel())
         if n == 0:
             raise ValueError("dqn.update_dataset got an empty batch")
-        ds = {k: flat.get(k).to(self.device) for k in self.REQUIRED_KEYS}
-        ds["action"] = ds["action"].reshape(n).long() - self.action_start
+        if n < cfg.gradient_steps:
+            raise ValueError(f"dqn.update_dataset got {n} rows, fewer than gradient_steps={cfg.gradient_steps}")
+        if cfg.n_step > 1:
+            ds = {
+                "obs": flat.get("obs"),
+                "reward": flat.get("nstep_reward"),
+                "next_obs": flat.get("nstep_next_obs"),
+                "discount": flat.get("nstep_discount"),
+            }
+        else:
+            not_term = 1.0 - flat.get("terminated").reshape(n).float()
+            ds = {"obs": flat.get("obs"), "reward": flat.get("reward"), "next_obs": flat.get("next_obs")}
+            ds["discount"] = cfg.gamma * not_term
+        ds["action"] = flat.get("action").reshape(n).long() - self.action_start
+        ds = {k: v.to(self.device) for k, v in ds.items()}
         ds["reward"] = ds["reward"].reshape(n).float()
-        ds["terminated"] = ds["terminated"].reshape(n).float()
+        ds["discount"] = ds["discount"].reshape(n).float()
+        ds["weight"] = flat.get("_weight").reshape(n).float().to(self.device) if "_weight" in keys else None
+        self._sampled_index = flat.get("_index").reshape(n).cpu() if "_index" in keys else None
+        self._sampled_shard = flat.get("_shard").reshape(n).cpu() if "_shard" in keys else None
         self.dataset = ds
 
+    def td_targets(self, reward: torch.Tensor, discount: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
+        """``reward + discount * Q_target(next_obs, a*)``, a* greedy under the online (double) or target network."""
+        with torch.no_grad():
+            target_enc = self.modules["encoder_target"] if self.trainable_encoder else self.encoder
+            next_q = self.modules["q_target"](target_enc(next_obs))
+            if self.config.double_q:
+                best = self.q(self.encoder(next_obs)).argmax(-1, keepdim=True)
+                next_v = next_q.gather(1, best).squeeze(1)
+            else:
+                next_v = next_q.max(-1).values
+            return reward + discount * next_v
+
+    def loss(self, batch: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+        """The weighted TD loss of one minibatch: ``loss``, ``q`` (taken actions), ``td_error``."""
+        target = self.td_targets(batch["reward"], batch["discount"], batch["next_obs"])
+        q = self.q(self.encoder(batch["obs"])).gather(1, batch["action"].unsqueeze(1)).squeeze(1)
+        if self.config.loss == "huber":
+            per_row = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            per_row = F.mse_loss(q, target, reduction="none")
+        weight = batch.get("weight")
+        if weight is not None:
+            weight = weight ** (self.priority_beta / self.config.priority_beta_start)
+            weight = weight / weight.max()
+            per_row = per_row * weight
+        return {"loss": per_row.mean(), "q": q, "td_error": (target - q).detach()}
+
+    def _update_target(self, tau: float) -> None:
+        pairs = [(self.q, self.modules["q_target"])]
+        if self.trainable_encoder:
+            pairs.append((self.encoder, self.modules["encoder_target"]))
+        with torch.no_grad():
+            for online, target in pairs:
+                for p, tp in zip(online.parameters(), target.parameters()):
+                    tp.lerp_(p, tau)
+
+    def _scheduled_target_update(self) -> None:
+        """Update the target once per ``target_update_interval`` env steps passed (gradient steps when untold)."""
+        interval = self.config.target_update_interval
+        if self.env_steps is None:
+            if not self._warned_no_env_steps:
+                logger.warning(
+                    "dqn: target_update_interval counts env steps, but set_env_steps was never called; "
+                    "counting gradient steps instead"
+                )
+                self._warned_no_env_steps = True
+            marks = self.update_count // interval
+        else:
+            marks = self.env_steps // interval
+        if marks > self._target_marks:
+            self._update_target(self.config.tau)
+            self._target_marks = marks
+
     def train(self) -> Dict[str, float]:
-        """One TD update against the target network, then Polyak-average the target.
+        """``gradient_steps`` TD updates, each on its own minibatch, with the target updates they call for.
 
         Returns:
-            q_loss, q_value.
+            q_loss, q_value (means over the updates); priority_beta with prioritized batches.
         """
         if self.dataset is None:
             raise RuntimeError("dqn.train() called before update_dataset(data)")
         if "main" not in self._optimizers:
             raise RuntimeError("dqn.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
-        target_net = self.modules["q_target"]
-        with torch.no_grad():
-            x, next_x = self.encoder(ds["obs"]), self.encoder(ds["next_obs"])
-            target = ds["reward"] + cfg.gamma * (1.0 - ds["terminated"]) * target_net(next_x).max(-1).values
-        q = self.q(x).gather(1, ds["action"].unsqueeze(1)).squeeze(1)
-        loss = F.smooth_l1_loss(q, target)
-        self.apply_gradients(loss, self._optimizers["main"], self.q.parameters(), cfg.optim.max_grad_norm)
-        with torch.no_grad():
-            for p, tp in zip(self.q.parameters(), target_net.parameters()):
-                tp.lerp_(p, cfg.tau)
+        n = ds["obs"].shape[0]
+        order = torch.randperm(n, device=self.device) if cfg.gradient_steps > 1 else None
+        parts = order.tensor_split(cfg.gradient_steps) if order is not None else [None]
+        abs_td = torch.empty(n, device=self.device)
+        losses, q_means = [], []
+        params = self._online_params()
+        for idx in parts:
+            if cfg.target_update_interval is not None:
+                self._scheduled_target_update()
+            batch = ds if idx is None else {k: (None if v is None else v[idx]) for k, v in ds.items()}
+            out = self.loss(batch)
+            self.apply_gradients(out["loss"], self._optimizers["main"], params, cfg.optim.max_grad_norm)
+            if cfg.target_update_interval is None:
+                self._update_target(cfg.tau)
+            if idx is None:
+                abs_td = out["td_error"].abs()
+            else:
+                abs_td[idx] = out["td_error"].abs()
+            losses.append(out["loss"].item())
+            q_means.append(float(out["q"].detach().mean()))
+            self.update_count += 1
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
-        self.update_count += 1
+        if self._sampled_index is not None:
+            shard = self._sampled_shard if self._sampled_shard is not None else torch.zeros_like(self._sampled_index)
+            self.priority_updates = {"index": self._sampled_index, "shard": shard, "priority": abs_td.cpu()}
         self.train_calls += 1
-        metrics = {"q_loss": loss.item(), "q_value": float(q.mean().detach())}
+        metrics = {"q_loss": float(np.mean(losses)), "q_value": float(np.mean(q_means))}
+        if ds["weight"] is not None:
+            metrics["priority_beta"] = self.priority_beta
         self._last_metrics = metrics
         return metrics
+
+    def priority_update(self) -> Optional[Dict[str, torch.Tensor]]:
+        """The last prioritized batch's ``index``, ``shard`` and new ``priority`` (absolute TD errors), once.
+
+        Returns None when there is nothing new (no prioritized batch trained on since the last call).
+        """
+        out, self.priority_updates = self.priority_updates, None
+        return out
+
+    def extra_checkpoint_state(self) -> Dict[str, Any]:
+        """Target-update bookkeeping and the env steps last told."""
+        return {"target_marks": int(self._target_marks), "env_steps": -1 if self.env_steps is None else self.env_steps}
+
+    def load_extra_checkpoint_state(self, extra: Dict[str, Any]) -> None:
+        """Restore `extra_checkpoint_state`."""
+        self._target_marks = int(extra.get("target_marks", -1))
+        steps = int(extra.get("env_steps", -1))
+        if steps >= 0:
+            self.set_env_steps(steps)

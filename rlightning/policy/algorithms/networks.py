@@ -175,3 +175,11 @@ class ObsEncoder(nn.Module):
             return
         d = self.dim
         self.rms.update_from_sums(float(sums[0]), sums[1 : 1 + d], sums[1 + d : 1 + 2 * d])
+
+
+class Progress(nn.Module):
+    """The env steps the learner was last told of (a buffer, so it travels to acting workers with the weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("env_steps", torch.zeros((), dtype=torch.float64))

@@ -198,10 +198,9 @@ class PPOPolicy(BasePolicy):
                 "(advantage and return come from the buffer's GAE postprocess)"
             )
         n = int(data.batch_size.numel()) if len(data.batch_size) else 0
-        if n < self.config.num_minibatches:
-            raise ValueError(
-                f"ppo.update_dataset got {n} transitions, fewer than num_minibatches={self.config.num_minibatches}"
-            )
+        minibatches = getattr(self.config, "num_minibatches", 1)  # subclasses (A2C) may train on the whole batch
+        if n < minibatches:
+            raise ValueError(f"ppo.update_dataset got {n} transitions, fewer than num_minibatches={minibatches}")
         flat = data.reshape(-1) if len(data.batch_size) > 1 else data
         ds = {k: flat.get(k).to(self.device) for k in (*self.REQUIRED_KEYS, act_key)}
         for k in ("log_prob", "value", "advantage", "return"):
