@@ -22,32 +22,12 @@ sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 c.set_threads()
 
-from rlightning_sampling import measure  # noqa: E402 - the same timed rollout loop as the CartPole rows
+from rlightning_sampling import config, measure  # noqa: E402 - the CartPole rows' config and timed rollout
 
 from benchmarks.pixel_env import register  # noqa: E402
-from rlightning.utils.config import apply_overrides, load_preset  # noqa: E402
 
 CASES = ("2x16",)
 STEPS = 32
-
-
-def config(mode: str, case: str):
-    w, n = c.parse_case(case)
-    return apply_overrides(
-        load_preset("cartpole_ppo"),
-        [
-            f"env.name={register()}",
-            f"env.num_workers={w}",
-            f"env.num_envs={n}",
-            f"cluster.remote_env={str(mode == 'ray').lower()}",
-            "cluster.inference=env_workers",
-            f"train.rollout_steps={STEPS}",
-            f"buffer.capacity={STEPS * w * n + 1}",
-            "log.progress=false",
-            "log.jsonl=false",
-            f"log.run_dir={os.environ.get('BENCH_TMP', '/tmp')}/rlightning-bench-runs",
-        ],
-    )
 
 
 def main() -> None:
@@ -57,7 +37,7 @@ def main() -> None:
 
         acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
     for case in a.cases or CASES:
-        measure(case, config(a.mode, case), a)
+        measure(case, config(a.mode, case, STEPS, (f"env.name={register()}",)), a)
     if a.mode == "ray":
         from rlightning.utils.ray.runtime import release_ray
 

@@ -98,7 +98,8 @@ def run_cases(modes: List[str], cases: List[str], a, prefixed: bool = False) -> 
         release_ray()
 
 
-def config(mode: str, case: str):
+def config(mode: str, case: str, steps: int = STEPS, extra: tuple = ()):
+    """``cartpole_ppo`` in the layout of ``mode`` for ``case`` (W x N), ``steps`` per rollout, ``extra`` overrides."""
     w, n = c.parse_case(case)
     remote = str(mode != "local").lower()
     all_remote = str(mode == "ray-all").lower()
@@ -112,11 +113,12 @@ def config(mode: str, case: str):
             f"cluster.remote_eval={all_remote}",
             f"cluster.remote_storage={all_remote}",
             f"cluster.inference={inference}",
-            f"train.rollout_steps={STEPS}",
-            f"buffer.capacity={STEPS * w * n + 1}",
+            f"train.rollout_steps={steps}",
+            f"buffer.capacity={steps * w * n + 1}",
             "log.progress=false",
             "log.jsonl=false",
             f"log.run_dir={os.environ.get('BENCH_TMP', '/tmp')}/rlightning-bench-runs",
+            *extra,
         ],
     )
 
