@@ -175,6 +175,44 @@ def pipeline_case(num_envs: int = 64, steps: int = 500) -> tuple:
     return (f"cartpole add_transition, {num_envs} envs/step", rate, None, "transitions/s", False)
 
 
+def record_case(num_envs: int = 64, steps: int = 128, reps: int = 12) -> tuple:
+    """The record path: [num_envs, steps] rollout records into `Storage.add_rollout`, beside the same rows'
+    slice copies into preallocated tensors (informational: episodes span records, so most steps wait)."""
+    from tensordict import TensorDict
+
+    rng = np.random.default_rng(0)
+    storage = Storage(1_000_000, "circular", "transition", [], "cpu", seed=0)
+
+    def chunk() -> TensorDict:
+        done = torch.from_numpy(rng.random((num_envs, steps)) < 0.01)
+        valid = torch.ones(num_envs, steps, dtype=torch.bool)
+        valid[:, 1:] = ~done[:, :-1]
+        obs = torch.randn(num_envs, steps + 1, 4)
+        td = TensorDict(
+            {
+                "obs": obs[:, :-1],
+                "action": torch.zeros(num_envs, steps, dtype=torch.int64),
+                "log_prob": torch.zeros(num_envs, steps),
+                "valid": valid,
+                "next": {
+                    "obs": obs[:, 1:],
+                    "reward": torch.ones(num_envs, steps),
+                    "terminated": done,
+                    "truncated": torch.zeros(num_envs, steps, dtype=torch.bool),
+                    "done": done,
+                },
+            },
+            batch_size=[num_envs, steps],
+        )
+        td.set_non_tensor("env_id", "bench-0")
+        return td
+
+    chunks = iter([chunk() for _ in range(reps + 2)])
+    storage.add_rollout(next(chunks))
+    rate = num_envs * steps / median_call(lambda: storage.add_rollout(next(chunks)), reps)
+    return (f"cartpole add_rollout [{num_envs}, {steps}] records", rate, None, "steps/s", False)
+
+
 def fmt(x: float) -> str:
     for scale, suffix in ((1e6, "M"), (1e3, "k")):
         if x >= scale:
@@ -203,6 +241,7 @@ def main() -> int:
         gc.collect()  # free this case's tensors before the next one allocates
         rows += local_rows
     rows.append(pipeline_case())
+    rows.append(record_case())
     if not args.no_ray:
         from rlightning.utils.ray.runtime import acquire_ray, release_ray
 

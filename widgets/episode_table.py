@@ -1,10 +1,29 @@
-"""`EpisodeTableWidget`: env -> storage shard -> train workers, updating as envs register."""
+"""`EpisodeTableWidget`: env -> storage shard -> train workers (with their nodes), as a table and a diagram."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
-from rlightning.widgets._base import LiveView, html_table
+from rlightning.widgets._base import LiveView, esc, html_table
+
+_SECTIONS = {"env": ("env", "envs"), "storage": ("storage", "storages", "buffer"), "train": ("train", "train_workers")}
+
+
+def _node(info: Any) -> Optional[str]:
+    if isinstance(info, dict):
+        for key in ("node_ip", "node_id", "node"):
+            if info.get(key) is not None:
+                return str(info[key])
+        return None
+    return None if info is None else str(info)
+
+
+def _nodes(table: Any, kind: str) -> Dict[str, Optional[str]]:
+    dist = getattr(table, "component_distribution", None) or {}
+    for name in _SECTIONS[kind]:
+        if name in dist:
+            return {str(k): _node(v) for k, v in (dist[name] or {}).items()}
+    return {}
 
 
 def episode_table_state(table: Any) -> Dict[str, Any]:
@@ -14,11 +33,56 @@ def episode_table_state(table: Any) -> Dict[str, Any]:
         return {"rows": [], "num_storages": 0}
     env_to_storage = table.get_env_to_storage()
     storage_to_train = table.get_storage_to_train_workers()
+    env_nodes, shard_nodes, train_nodes = _nodes(table, "env"), _nodes(table, "storage"), _nodes(table, "train")
     rows = [
-        {"env_id": env, "storage": shard, "train_workers": list(storage_to_train.get(shard, []))}
+        {
+            "env_id": env,
+            "storage": shard,
+            "train_workers": list(storage_to_train.get(shard, [])),
+            "env_node": env_nodes.get(env),
+            "storage_node": shard_nodes.get(str(shard)),
+            "train_nodes": [train_nodes.get(str(w)) for w in storage_to_train.get(shard, [])],
+        }
         for env, shard in sorted(env_to_storage.items(), key=lambda kv: (kv[1], kv[0]))
     ]
     return {"rows": rows, "num_storages": len(storage_to_train), "storage_to_train": storage_to_train}
+
+
+def routing_svg(state: Dict[str, Any], row_h: int = 18, col_w: int = 190) -> str:
+    """A small SVG: envs (left) -> storage shards (middle) -> train workers (right), one line per route."""
+    envs = [r["env_id"] for r in state["rows"]]
+    shards = sorted(state.get("storage_to_train", {}))
+    workers = sorted({w for ws in state.get("storage_to_train", {}).values() for w in ws})
+    if not envs:
+        return ""
+    height = row_h * max(len(envs), len(shards), len(workers), 1) + 8
+    y = {}
+
+    def place(kind: str, names: List[Any]) -> None:
+        gap = (height - 8) / max(1, len(names))
+        for i, n in enumerate(names):
+            y[(kind, n)] = 4 + gap * (i + 0.5)
+
+    place("env", envs)
+    place("shard", shards)
+    place("train", workers)
+    xs = {"env": 4, "shard": col_w, "train": 2 * col_w - 40}
+    lines = []
+    for r in state["rows"]:
+        lines.append((xs["env"] + 120, y[("env", r["env_id"])], xs["shard"] - 4, y[("shard", r["storage"])]))
+    for shard, ws in state.get("storage_to_train", {}).items():
+        for w in ws:
+            lines.append((xs["shard"] + 60, y[("shard", shard)], xs["train"] - 4, y[("train", w)]))
+    parts = [
+        f"<line x1='{a:.0f}' y1='{b:.0f}' x2='{c:.0f}' y2='{d:.0f}' stroke='#999' stroke-width='1'/>"
+        for a, b, c, d in lines
+    ]
+    for kind, names, label in (("env", envs, "{}"), ("shard", shards, "shard {}"), ("train", workers, "train {}")):
+        for n in names:
+            parts.append(
+                f"<text x='{xs[kind]}' y='{y[(kind, n)] + 4:.0f}' font-size='11'>{esc(label.format(n))}</text>"
+            )
+    return f"<svg class='rl-routing' width='{2 * col_w + 20}' height='{height}'>{''.join(parts)}</svg>"
 
 
 class EpisodeTableWidget(LiveView):
@@ -37,8 +101,19 @@ class EpisodeTableWidget(LiveView):
         return episode_table_state(self.table)
 
     def render_html(self, s: Dict[str, Any]) -> str:
-        rows = [[r["env_id"], r["storage"], ", ".join(map(str, r["train_workers"]))] for r in s["rows"]]
+        with_nodes = any(r.get("env_node") or r.get("storage_node") for r in s["rows"])
+        headers = ["env", "storage shard", "train workers"]
+        if with_nodes:
+            headers = ["env", "env node", "storage shard", "shard node", "train workers", "train nodes"]
+        rows = []
+        for r in s["rows"]:
+            workers = ", ".join(map(str, r["train_workers"]))
+            if with_nodes:
+                nodes = ", ".join(n or "-" for n in r["train_nodes"])
+                rows.append([r["env_id"], r["env_node"] or "-", r["storage"], r["storage_node"] or "-", workers, nodes])
+            else:
+                rows.append([r["env_id"], r["storage"], workers])
         return (
             f"<div class='rlightning-episode-table'><b>Episode table</b> ({len(s['rows'])} envs, "
-            f"{s['num_storages']} shards){html_table(['env', 'storage shard', 'train workers'], rows)}</div>"
+            f"{s['num_storages']} shards){html_table(headers, rows)}{routing_svg(s)}</div>"
         )

@@ -193,7 +193,7 @@ ITEMS: Dict[str, Item] = {
     ),
     "ppo": Item(
         "ppo",
-        "PPO time to solve CartPole-v1 (mean return of 20 episodes >= 475), matched hyperparameters (seconds)",
+        "PPO time to solve CartPole-v1 (mean return of 20 episodes >= 475), each side's settings and SB3's (seconds)",
         (
             Side(
                 "rl_ray",
@@ -214,7 +214,24 @@ ITEMS: Dict[str, Item] = {
                 per_repeat_process=True,
                 full_only=True,
             ),
+            Side(
+                "rl_sb3hp",
+                "rlightning at SB3's zoo hyperparameters, local env workers",
+                "ours",
+                "ours",
+                "rlightning_ppo.py",
+                ("--mode", "local", "--hparams", "sb3"),
+                per_repeat_process=True,
+            ),
             Side("rllib", "RLlib PPO", "peer", "rllib", "rllib_ppo.py", per_repeat_process=True),
+            Side(
+                "sb3",
+                "Stable-Baselines3 PPO, rl-zoo hyperparameters",
+                "peer",
+                "sb3",
+                "sb3_ppo.py",
+                per_repeat_process=True,
+            ),
         ),
         ("solve",),
         higher_is_better=False,
@@ -266,6 +283,8 @@ GOALS: Tuple[Goal, ...] = (
     Goal("buffer", "rl_local", "torchrl", ">=", 1.0),
     Goal("buffer", "rl_local", "limit", ">=", 0.8),
     Goal("ppo", "rl_ray", "rllib", "<=", 0.7),
+    Goal("ppo", "rl_ray", "sb3", "<=", 0.5),
+    Goal("ppo", "rl_sb3hp", "sb3", "<=", 1.0),
     Goal("coldstart", "rl", "rllib", "<=", 0.5),
 )
 

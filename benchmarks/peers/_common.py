@@ -89,6 +89,31 @@ def timed_rate(run_once: Callable[[], int], seconds: float, repeats: int) -> Lis
     return rates
 
 
+def vector_policy_rate(case: str, env, actor, a, block: int = 128) -> None:
+    """Report env steps/s of ``env`` (a gymnasium vector env) acting with ``actor`` (obs tensor -> logits).
+
+    Each step: observations to a tensor, the forward pass, a categorical sample, the env step (the limits).
+    """
+    import torch
+
+    total = env.num_envs
+    obs, _ = env.reset(seed=0)
+    state = {"obs": obs}
+
+    def steps(k: int = block) -> int:
+        o = state["obs"]
+        for _ in range(k):
+            with torch.no_grad():
+                action = torch.distributions.Categorical(logits=actor(torch.as_tensor(o))).sample()
+            o, _, _, _, _ = env.step(action.numpy())
+        state["obs"] = o
+        return k * total
+
+    begin(case)
+    result(case, timed_rate(steps, a.seconds, a.repeats), "env steps/s")
+    env.close()
+
+
 def info(msg: str) -> None:
     print(f"[{os.path.basename(sys.argv[0])}] {msg}", file=sys.stderr, flush=True)
 

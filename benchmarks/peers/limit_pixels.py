@@ -19,7 +19,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get
 c.set_threads()
 
 import gymnasium as gym  # noqa: E402
-import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from benchmarks.pixel_env import SHAPE, register  # noqa: E402
@@ -30,26 +29,9 @@ CASES = ("2x16",)
 
 def measure(case: str, a) -> None:
     w, n = c.parse_case(case)
-    total = w * n
-    env = gym.make_vec(register(), num_envs=total, vectorization_mode="sync")
-    obs, _ = env.reset(seed=0)
+    env = gym.make_vec(register(), num_envs=w * n, vectorization_mode="sync")
     encoder = NatureCNN(SHAPE)
-    head = nn.Linear(encoder.dim, 6)
-    state = {"obs": obs}
-
-    def steps(k: int = 32) -> int:
-        o = state["obs"]
-        for _ in range(k):
-            with torch.no_grad():
-                logits = head(encoder(torch.as_tensor(o)))
-                action = torch.distributions.Categorical(logits=logits).sample()
-            o, _, _, _, _ = env.step(action.numpy())
-        state["obs"] = o
-        return k * total
-
-    c.begin(case)
-    c.result(case, c.timed_rate(steps, a.seconds, a.repeats), "env steps/s")
-    env.close()
+    c.vector_policy_rate(case, env, nn.Sequential(encoder, nn.Linear(encoder.dim, 6)), a, block=32)
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ import _common as c
 c.set_threads()
 
 import gymnasium as gym  # noqa: E402
-import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 
@@ -29,25 +28,8 @@ def main() -> None:
 
 def measure(case: str, a) -> None:
     w, n = c.parse_case(case)
-    total = w * n
-    env = gym.make_vec(c.ENV, num_envs=total, vectorization_mode=a.mode)
-    obs, _ = env.reset(seed=0)
-    actor = mlp(4, 2)
-    state = {"obs": obs}
-
-    def steps(k: int = 128) -> int:
-        o = state["obs"]
-        for _ in range(k):
-            with torch.no_grad():
-                logits = actor(torch.as_tensor(o))
-                action = torch.distributions.Categorical(logits=logits).sample()
-            o, _, _, _, _ = env.step(action.numpy())
-        state["obs"] = o
-        return k * total
-
-    c.begin(case)
-    c.result(case, c.timed_rate(steps, a.seconds, a.repeats), "env steps/s")
-    env.close()
+    env = gym.make_vec(c.ENV, num_envs=w * n, vectorization_mode=a.mode)
+    c.vector_policy_rate(case, env, mlp(4, 2), a)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import _common as c
@@ -23,8 +22,9 @@ sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 c.set_threads()
 
+from rlightning_sampling import measure  # noqa: E402 - the same timed rollout loop as the CartPole rows
+
 from benchmarks.pixel_env import register  # noqa: E402
-from rlightning.utils.builders import build_run  # noqa: E402
 from rlightning.utils.config import apply_overrides, load_preset  # noqa: E402
 
 CASES = ("2x16",)
@@ -50,29 +50,6 @@ def config(mode: str, case: str):
     )
 
 
-def measure(case: str, mode: str, a) -> None:
-    engine = build_run(config(mode, case)).engine
-    timed = [0.0]
-
-    def rollout() -> int:
-        t0 = time.perf_counter()
-        steps = engine.rollout()["rollout_env_steps"]
-        timed[0] += time.perf_counter() - t0
-        engine.buffer.clear()
-        return steps
-
-    rollout()
-    rates = []
-    c.begin(case)
-    for _ in range(a.repeats):
-        timed[0], done, t_wall = 0.0, 0, time.perf_counter()
-        while time.perf_counter() - t_wall < a.seconds:
-            done += rollout()
-        rates.append(done / timed[0])
-    c.result(case, rates, "env steps/s")
-    engine.close()
-
-
 def main() -> None:
     a = c.args(lambda p: p.add_argument("--mode", default="ray", choices=["ray", "local"]))
     if a.mode == "ray":
@@ -80,7 +57,7 @@ def main() -> None:
 
         acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
     for case in a.cases or CASES:
-        measure(case, a.mode, a)
+        measure(case, config(a.mode, case), a)
     if a.mode == "ray":
         from rlightning.utils.ray.runtime import release_ray
 

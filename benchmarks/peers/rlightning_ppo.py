@@ -26,8 +26,31 @@ from rlightning.utils.ray.runtime import acquire_ray, release_ray  # noqa: E402
 TARGET, WINDOW = 475.0, 20
 
 
+# rl-baselines3-zoo's tuned CartPole-v1 PPO (hyperparams/ppo.yml; the sb3 side runs it) in rlightning's terms:
+# 8 envs, 32 steps each per rollout, one minibatch of 256, 20 epochs, lr annealed from 1e-3 over the zoo's
+# 1e5 steps (390 iterations of 256 steps). The zoo also anneals the clip range; rlightning's clip is constant.
+SB3_HPARAMS = [
+    "env.num_workers=1",
+    "env.num_envs=8",
+    "train.rollout_steps=32",
+    "train.iterations=390",
+    "buffer.capacity=257",
+    "policy.gamma=0.98",
+    "policy.gae_lambda=0.8",
+    "policy.update_epochs=20",
+    "policy.num_minibatches=1",
+    "policy.ent_coef=0.0",
+    "policy.optim.lr=0.001",
+    "policy.optim.anneal_lr=true",
+]
+
+
 def main() -> None:
-    a = c.args(lambda p: p.add_argument("--mode", default="ray", choices=["local", "ray"]))
+    def extra(p) -> None:
+        p.add_argument("--mode", default="ray", choices=["local", "ray"])
+        p.add_argument("--hparams", default="preset", choices=["preset", "sb3"], help="preset, or SB3's zoo settings")
+
+    a = c.args(extra)
     remote = a.mode == "ray"
     if remote:
         acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
@@ -41,7 +64,8 @@ def main() -> None:
             f"seed={a.seed}",
             f"train.return_window={WINDOW}",
             f"train.target_return={TARGET}",
-        ],
+        ]
+        + (SB3_HPARAMS if a.hparams == "sb3" else []),
     )
     engine = build_run(cfg).engine
     c.begin("solve")

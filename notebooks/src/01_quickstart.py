@@ -7,7 +7,7 @@
 # 1. a **Lab**: this notebook's lease on a Ray runtime;
 # 2. a typed **config**, edited in Python;
 # 3. a **run**: env workers, policy workers, a data buffer and the training engine;
-# 4. the live **dashboard**, the **learning curve** and the **timing plots**.
+# 4. the **control panel** (buttons, live charts), the **learning curve** and the **timing plots**.
 #
 # It takes one to two minutes on a laptop with two cores.
 
@@ -20,8 +20,6 @@
 # lines out of the notebook (Ray still writes them under `/tmp/ray/session_latest/logs`).
 
 # %%
-import tempfile
-
 import matplotlib.pyplot as plt
 
 from rlightning.notebook import Lab
@@ -51,7 +49,6 @@ cfg = load_preset("cartpole_ppo")
 cfg.seed = 1
 cfg.cluster.remote_env = False  # env workers in this process: faster for a cheap env like CartPole
 cfg.train.iterations = 150  # an upper bound: the run stops earlier once target_return is reached
-cfg.log.run_dir = tempfile.mkdtemp(prefix="rlightning-quickstart-")  # metrics.jsonl goes here
 
 envs = cfg.env.num_workers * cfg.env.num_envs
 print(f"env     {cfg.env.name}: {cfg.env.num_workers} workers x {cfg.env.num_envs} sub-envs, remote={cfg.cluster.remote_env}")
@@ -79,6 +76,9 @@ except AttributeError as err:
 # with it, so a whole rollout is one call per env worker (with `"eval_workers"` the eval worker
 # answers every step instead, the layout for policies on GPUs).
 # Building again under the same name stops the previous run first, so this cell can be re-run.
+# It also checks that the cluster has the CPUs the config asks for, and fails at once (naming what
+# is missing) rather than waiting. The run writes its `metrics.jsonl` under a temporary folder
+# (`run.engine.run_dir`), not next to this notebook; set `cfg.log.run_dir` to choose the place.
 
 # %%
 run = lab.build(cfg)
@@ -110,34 +110,42 @@ for key in ("iteration", "env_steps", "episode_return_mean", "policy_loss", "val
     print(f"{key:20s} {key in metrics}")
 
 # %% [markdown]
-# ## 5. The dashboard
+# ## 5. The control panel
 #
-# `run.show()` displays a live view of the run: iteration and env-step counters, sparklines of
-# the metrics, the buffer's fill per shard with its recent episodes, and the episode table (which
-# env worker writes to which buffer shard, and which train worker reads it). It refreshes itself
-# twice a second while the next cell trains.
+# `run.show()` displays the run's control panel. **Step** runs one iteration, **Run N** runs N,
+# **Pause** holds after the current iteration and **Resume** goes on, **Stop** ends the run after
+# the current phase. A run started from the panel trains in the background, so the notebook stays
+# usable. The status line says what happened ("target return 475 reached at iteration ...",
+# "stopped at iteration ..."), the charts show the mean return against env steps, the losses,
+# entropy and KL, and the throughput (each smoothed; the faint line is the raw value). The fields
+# change hyperparameters from the next iteration on (the same as `run.set`, below). The sections
+# below the charts (buffer, episodes, timing, workers) open with a click; empty ones are hidden.
 
 # %%
-dashboard = run.show()
+panel = run.show()
 
 # %% [markdown]
 # ## 6. Train
 #
 # `run.run()` runs iterations until `train.iterations` or `train.target_return` is reached, with a
-# progress bar. Interrupting the kernel (the stop button) stops cleanly between two phases, and
+# progress line that counts the run's iterations as the panel does, and ends with the reason it
+# stopped. Interrupting the kernel (the stop button) stops cleanly between two phases, and
 # `run.run()` continues where it stopped. To keep the notebook usable while it trains, use
-# `run.start()` instead: it trains in a background thread, and `run.stop()` ends it.
+# `run.start()` (or the panel's Run N) instead: it trains in a background thread, and `run.stop()`
+# ends it.
 
 # %%
 history = run.run()
 last = run.metrics[-1]
-print(f"{last['iteration']} iterations, {last['env_steps']} env steps, "
-      f"mean return of the last {cfg.train.return_window} episodes: {last['episode_return_mean']:.1f}")
+print(run.status["message"])
+print(f"{last['env_steps']} env steps, mean return of the last {cfg.train.return_window} episodes: "
+      f"{last['episode_return_mean']:.1f}")
 
 # %% [markdown]
 # The run stops as soon as the mean return of the last `train.return_window` episodes reaches
-# 475: here after about 100 iterations (200 000 env steps), well under a minute on two CPU cores.
-# The check below only asks that the policy clearly learned (a random policy scores about 22).
+# 475, at the iteration the line above names (it depends on the seed and the machine's timing of
+# the episodes; a minute or so on two CPU cores). The check below only asks that the policy
+# clearly learned (a random policy scores about 22).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -148,7 +156,13 @@ print("learned to balance the pole:", best > 200)
 # ## 7. The learning curve
 #
 # `run.metrics` holds one dict per iteration (the same rows are written to `metrics.jsonl` in the
-# run folder), ready for plotting or for `pandas.DataFrame(run.metrics)`.
+# run folder); `run.metrics_df()` gives them as a pandas DataFrame, one row per iteration.
+
+# %%
+run.metrics_df()[["env_steps", "episode_return_mean", "policy_loss", "value_loss", "entropy"]].tail()
+
+# %% [markdown]
+# Plotted against env steps:
 
 # %%
 steps = [m["env_steps"] for m in run.metrics if "episode_return_mean" in m]
@@ -186,7 +200,24 @@ for part in ("rollout", "env_step", "inference", "buffer_add", "update_dataset",
 run.timing.plot_throughput()
 
 # %% [markdown]
-# ## 9. Evaluate
+# ## 9. Change hyperparameters of a built run
+#
+# The workers copied the config when they started, so assigning `run.config.policy...` now would
+# change nothing; rlightning says so instead of ignoring it. `run.set(...)` changes what can change
+# live (learning rate, entropy and clipping coefficients, ...) on every train worker from the next
+# iteration on, and the metrics record it as `set_<name>`.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+try:
+    run.config.policy.optim.lr = 3e-4
+except ValueError as err:
+    print(err)
+run.set(lr=3e-4, ent_coef=0.01)
+print("recorded:", {k: v for k, v in run.step().items() if k.startswith("set_")})
+
+# %% [markdown]
+# ## 10. Evaluate
 #
 # `evaluate()` plays whole episodes with deterministic actions (the most likely action) on an env
 # of its own, so training episodes are not disturbed.
@@ -196,13 +227,13 @@ result = run.engine.evaluate(num_episodes=8)
 print(f"deterministic evaluation: mean return {result['return_mean']:.1f} over {result['episodes']} episodes")
 
 # %% [markdown]
-# ## 10. Shut down
+# ## 11. Shut down
 #
 # `lab.shutdown()` stops every worker this Lab started and then Ray itself, because this Lab
 # started it. A Lab that joined an existing cluster (notebook 03) leaves the cluster running.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-dashboard.close()
+panel.close()
 lab.shutdown()
 print(lab)

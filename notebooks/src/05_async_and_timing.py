@@ -13,8 +13,6 @@
 # it is not long enough to solve Pendulum (the `pendulum_sac_async` preset is).
 
 # %%
-import tempfile
-
 import matplotlib.pyplot as plt
 
 from rlightning.notebook import Lab
@@ -43,7 +41,6 @@ small = [
     "log.jsonl=false", "log.progress=false",
 ]
 async_cfg = apply_overrides(load_preset("pendulum_sac_async"), small)
-async_cfg.log.run_dir = tempfile.mkdtemp(prefix="rlightning-async-")
 sync_cfg = async_cfg.model_copy(deep=True)
 sync_cfg.engine = "syncrl"
 for cfg in (sync_cfg, async_cfg):
@@ -65,18 +62,18 @@ print(f"syncrl: {sync_run.engine.env_steps} env steps in {sum(m['iteration_time'
 # ## 3. The asynchronous run, in the background
 #
 # `run.start()` trains in a background thread and returns at once, so the notebook stays usable:
-# the dashboard below updates while it trains (its sparklines include the policy lag), and you can
-# look at anything in the meantime. `run.wait()` blocks until it is done; `run.stop()` would end it
-# early, after the current phase.
+# the control panel below updates while it trains (its buttons pause, resume or stop it), and you
+# can look at anything in the meantime. `run.wait()` blocks until it is done; `run.stop()` would
+# end it early, after the current phase.
 
 # %%
 async_run = lab.build(async_cfg, name="async")
 async_run.start()
-dashboard = async_run.show()
+panel = async_run.show()
 
 # %%
 async_history = async_run.wait()
-dashboard.close()
+panel.close()
 print(f"asyncrl: {async_run.engine.env_steps} env steps in {sum(m['iteration_time'] for m in async_history):.1f} s")
 
 # %% [markdown]
@@ -130,6 +127,7 @@ print("sync run reports a lag:", any("policy_lag" in m for m in sync_history))
 print("async run reports a lag:", bool(lags))
 print("every action within max_policy_lag:", max(lags) <= async_cfg.train.max_policy_lag)
 
+# %% [markdown]
 # ## 5. Reading the timing plots
 #
 # `run.timing.plot()` stacks the time of each phase per iteration. Side by side:
@@ -141,6 +139,14 @@ print("every action within max_policy_lag:", max(lags) <= async_cfg.train.max_po
 #   dominates, the learner waits for data and more env workers would help.
 #
 # The first iterations of both runs collect only (training starts after `learning_starts` steps).
+#
+# **Why asyncrl is no faster here.** Overlapping acting and learning pays when there are cores to
+# run them at the same time. This notebook was executed on two CPU cores, shared by the two env
+# workers, the eval worker, the learner and the notebook itself: while the learner trains, the
+# rollout thread competes with it for the same cores instead of running beside it, so the total
+# work per env step is the same and the async run is about as fast as the sync one. On a machine
+# with spare cores (or a GPU learner) the rollout time hides behind the train time and asyncrl
+# collects more env steps per second.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 3.5), sharey=True)
@@ -167,7 +173,8 @@ for name, run in (("syncrl", sync_run), ("asyncrl", async_run)):
 # `plot_latency()` shows how long data spends in transit: **env -> policy** (an observation from
 # the env worker to the eval worker) and **policy -> buffer** (an action to its transition being
 # stored). With Ray actors these are a few milliseconds; large tails point at an overloaded node.
-# `plot_throughput()` shows env steps per second over wall time.
+# `plot_throughput()` shows env steps per second over wall time; the line breaks where the run was
+# idle (between two runs of cells), instead of drawing a rate across time in which nothing ran.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 3.5))

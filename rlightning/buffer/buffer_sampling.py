@@ -1,26 +1,50 @@
-"""`BufferSampling`: the sampling half of `DataBuffer` (one batch per train worker, priorities).
-
-Mixed into `DataBuffer`, whose routing (episode table, shard handles, last known
-shard sizes, fault recovery) it uses.
-"""
+"""`BufferSampler`: a data buffer's sampling (one batch per train worker, priorities) over its `ShardSet`."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from tensordict import TensorDict
 
+from rlightning.buffer.shard_recovery import ShardSet
 from rlightning.buffer.sharding import cat_parts, split_batch
+from rlightning.buffer.utils import EpisodeTable
 from rlightning.buffer.utils.tensor_store import unpack_tensordicts
+from rlightning.buffer.utils.timing import OpTimer
 from rlightning.utils.ray.handle import resolve
 
-__all__ = ["BufferSampling"]
+__all__ = ["BufferSampler"]
 
 
-class BufferSampling:
-    """`DataBuffer.sample`, `can_sample` and `update_priorities`."""
+class BufferSampler:
+    """`DataBuffer.sample`, `can_sample` and `update_priorities`.
+
+    Args:
+        shards: The buffer's shards.
+        table: Returns the buffer's episode table (raises when the buffer has no shards yet).
+        sampler: The configured sampler name.
+        unit: ``transition`` or ``episode``.
+        clear_after_sample: Clear shards once a sample consumed them (on-policy).
+        timer: The buffer's timings.
+    """
+
+    def __init__(
+        self,
+        shards: ShardSet,
+        table: Callable[[], EpisodeTable],
+        sampler: str,
+        unit: str,
+        clear_after_sample: bool,
+        timer: OpTimer,
+    ) -> None:
+        self.shards = shards
+        self.table = table
+        self.sampler = sampler
+        self.unit = unit
+        self.clear_after_sample = clear_after_sample
+        self.timer = timer
 
     def sample(self, batch_size: Optional[int] = None) -> List[TensorDict]:
         """Draw one batch per train worker from that worker's shards (one call per shard).
@@ -36,36 +60,40 @@ class BufferSampling:
             StorageShardLostError: a shard died and ``on_shard_loss`` is ``raise``.
         """
         t0 = time.perf_counter()
-        local = self._single_local_storage()
+        table = self.table()
+        shards = self.shards
+        local = shards.single_local() if table.num_train_workers == 1 else None
         if (
             local is not None
-            and local._fast_sample
+            and local.fast_sample
             and not self.clear_after_sample
             and type(batch_size) is int
-            and 0 < batch_size <= self._sizes[0]
+            and 0 < batch_size <= shards.sizes[0]
             and batch_size <= local.size
         ):  # one local shard, one train worker: what `_sample` would do, without the routing
-            with self._handles[0].lock:  # the call a handle would make, under the worker's lock
+            with shards.handles[0].lock:  # the call a handle would make, under the worker's lock
                 out = [local.sample(batch_size)]
         else:
-            out = self._recovering(lambda: self._sample(batch_size))
-        self._timer.add("sample", time.perf_counter() - t0)
+            out = shards.recovering(lambda: self._sample(batch_size))
+        self.timer.add("sample", time.perf_counter() - t0)
         return out
 
     def can_sample(self, batch_size: int) -> bool:
         """True when every train worker's shards hold at least ``batch_size`` items together (last known sizes)."""
-        table = self._require_init()
-        if self.config.sampler == "all":
-            return self.size > 0
+        table = self.table()
+        sizes = self.shards.sizes
+        if self.sampler == "all":
+            return sum(sizes) > 0
         return all(
-            sum(self._sizes[s] for s in table.get_storages_for_train_worker(w)) >= batch_size
+            sum(sizes[s] for s in table.get_storages_for_train_worker(w)) >= batch_size
             for w in range(table.num_train_workers)
         )
 
     def _sample(self, batch_size: Optional[int]) -> List[TensorDict]:
-        table = self._require_init()
+        table = self.table()
+        sizes = self.shards.sizes
         s2w = table.get_storage_to_train_workers()
-        sized = self.config.sampler != "all"
+        sized = self.sampler != "all"
         if sized and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         shard_batch: Dict[int, Optional[int]] = {}
@@ -76,26 +104,27 @@ class BufferSampling:
             elif len(shards) == 1:
                 shard_batch[shards[0]] = batch_size
             else:
-                sizes = [self._sizes[s] for s in shards]
+                sizes = [sizes[s] for s in shards]
                 shares = split_batch(batch_size, sizes, f"train worker {w}'s shards {shards}")
                 shard_batch.update(dict(zip(shards, shares)))
-        shards = [s for s in range(self.num_storages) if s2w[s] and (not sized or shard_batch.get(s))]
+        shards = [s for s in range(len(self.shards)) if s2w[s] and (not sized or shard_batch.get(s))]
         for s in shards:
-            if sized and shard_batch[s] > self._sizes[s]:
+            if sized and shard_batch[s] > sizes[s]:
                 raise ValueError(
                     f"cannot sample batch_size={shard_batch[s]} for train workers {s2w[s]}: storage shard {s} "
-                    f"holds {self._sizes[s]} {self.config.unit}s; add more data first or ask for fewer"
+                    f"holds {sizes[s]} {self.unit}s; add more data first or ask for fewer"
                 )
         futures = [
-            self._submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample) for s in shards
+            self.shards.submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample)
+            for s in shards
         ]
         results = unpack_tensordicts(resolve(futures))
         per_worker: List[List[TensorDict]] = [[] for _ in range(table.num_train_workers)]
         for s, parts in zip(shards, results):
             if self.clear_after_sample:
-                self._sizes[s] = 0
+                sizes[s] = 0
             for w, part in zip(s2w[s], parts):
-                if self.config.sampler == "prioritized" and part.batch_size[0]:
+                if self.sampler == "prioritized" and part.batch_size[0]:
                     part.set("_shard", torch.full(part.batch_size[:1], s, dtype=torch.int64))
                 per_worker[w].append(part)
         out = [cat_parts(p) for p in per_worker]
@@ -109,7 +138,7 @@ class BufferSampling:
         Raises:
             KeyError: a TensorDict without ``_index`` (not from the prioritized sampler).
         """
-        self._require_init()
+        self.table()
         if isinstance(batch_or_index, TensorDict):
             if "_index" not in batch_or_index.keys():
                 raise KeyError("update_priorities needs a batch from the prioritized sampler (with '_index')")
@@ -127,5 +156,6 @@ class BufferSampling:
         futures = []
         for s in torch.unique(shard).tolist():
             sel = shard == s
-            futures.append(self._handles[int(s)].submit("update_priorities", index[sel].numpy(), priority[sel].numpy()))
+            handle = self.shards.handles[int(s)]
+            futures.append(handle.submit("update_priorities", index[sel].numpy(), priority[sel].numpy()))
         resolve(futures)

@@ -2,18 +2,20 @@
 
     buffer = build_data_buffer("replay", cfg.buffer)
     buffer.init(env_metas, num_storages=2, num_train_workers=2)   # shards: actors if remote
-    buffer.add_batched_transition(env_rets, policy_resps)          # BatchedData, refs allowed
+    buffer.add_rollouts(records)                                   # TensorDicts [N] / [N, T] (types.record)
+    buffer.add_batched_transition(env_rets, policy_resps)          # the seed edge: BatchedData, refs allowed
     batches = buffer.sample(256)                                   # one TensorDict per train worker
 
 Every call on the hot path is one call per shard: items are grouped by the
 shard the `EpisodeTable` assigns their env to. With remote shards, ObjectRefs
 are handed to the actors as top-level arguments (Ray resolves them there);
-with local shards they are fetched with one ``resolve``.
+with local shards they are fetched with one ``resolve``. The buffer holds a
+`ShardSet` (the shards, their last known sizes, calls and recovery) and a
+`BufferSampler` (one batch per train worker, priorities).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -21,9 +23,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rlightning.buffer.buffer_sampling import BufferSampling
-from rlightning.buffer.shard_recovery import ShardRecovery, StorageShardLostError
-from rlightning.buffer.sharding import as_items, create_storages, merge_stats, pair_items
+from rlightning.buffer.buffer_sampling import BufferSampler
+from rlightning.buffer.shard_recovery import ShardSet, StorageShardLostError
+from rlightning.buffer.sharding import as_items, merge_stats, pair_items
 from rlightning.buffer.utils import BufferView, EpisodeTable
 from rlightning.buffer.utils.preprocessors import ComposePreprocessor, RunningMeanStdPreprocessor
 from rlightning.buffer.utils.tensor_store import unpack_tensordicts
@@ -36,18 +38,18 @@ from rlightning.buffer.utils.utils import (
     default_preprocess_fn,
     default_reward_preprocessor,
 )
-from rlightning.types import BatchedData, EnvMeta, EnvRet, is_object_ref
+from rlightning.types import BatchedData, EnvMeta, EnvRet, is_object_ref, record_env_id
 from rlightning.utils.config import BufferConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.placement import Placement, check_placement_args, resolve_placement, with_env_vars
-from rlightning.utils.ray.handle import WorkerHandle, is_actor_death, resolve, resolve_one
+from rlightning.utils.ray.handle import resolve
 
 __all__ = ["DataBuffer", "StorageShardLostError"]
 
 logger = get_logger(__name__)
 
 
-class DataBuffer(BufferSampling, ShardRecovery):
+class DataBuffer:
     """The data buffer: routes data to storage shards and samples one batch per train worker.
 
     Args:
@@ -97,15 +99,14 @@ class DataBuffer(BufferSampling, ShardRecovery):
         self.preprocess_fn = preprocess_fn
         self.postprocess_fn = postprocess_fn
         self.episode_table: Optional[EpisodeTable] = None
-        self._handles: List[WorkerHandle] = []
-        self._sizes: List[int] = []
         self._next_episode_shard = 0
         self._timer = OpTimer()
-        #: One record per storage shard actor that died: what it held and when (see `stats`).
-        self.lost_shards: List[Dict[str, Any]] = []
-        self._shard_stats: List[Dict[str, Any]] = []
-        self._launch_args: Optional[tuple] = None
-        self._recover_lock = threading.RLock()
+        #: The storage shards, their sizes and their recovery.
+        self.shards = ShardSet(config.unit, config.on_shard_loss, config.seed, self._describe_shard)
+        #: Sampling over the shards.
+        self.sampling = BufferSampler(
+            self.shards, self._require_init, config.sampler, config.unit, self.clear_after_sample, self._timer
+        )
 
     # ------------------------------------------------------------------ setup
 
@@ -139,8 +140,10 @@ class DataBuffer(BufferSampling, ShardRecovery):
         *,
         num_storages: int = 1,
         num_train_workers: int = 1,
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: Optional[Union[Dict[str, Any], Sequence[Dict[str, Any]]]] = None,
         component_distribution: Optional[Dict[str, Dict[str, Dict[str, Any]]]] = None,
+        node_affinity_env: Optional[bool] = None,
+        node_affinity_train: Optional[bool] = None,
     ) -> DataBuffer:
         """Create the storage shards: local objects, or Ray actors as the buffer's ``remote`` / ``placement`` say.
 
@@ -149,8 +152,11 @@ class DataBuffer(BufferSampling, ShardRecovery):
             env_ids: Env ids to place on shards now (default: those of ``env_meta_list``).
             num_storages: Number of shards (``ClusterConfig.buffer_worker_num``).
             num_train_workers: Number of train workers fed by ``sample``.
-            storage_options: Ray actor options of each shard (``num_cpus`` default 1, ...).
+            storage_options: Ray actor options of each shard (``num_cpus`` default 1, ...), or a list of
+                them, one per shard (e.g. a node affinity each).
             component_distribution: Where storages, envs and train workers run (node affinity).
+            node_affinity_env: Bind envs to shards on their node (None: whenever a distribution is given).
+            node_affinity_train: Bind train workers to shards on their node (None: likewise).
 
         Returns:
             self.
@@ -169,20 +175,22 @@ class DataBuffer(BufferSampling, ShardRecovery):
             list(env_ids),
             num_train_workers,
             component_distribution,
-            node_affinity_env=affinity,
-            node_affinity_train=affinity,
+            node_affinity_env=affinity if node_affinity_env is None else bool(node_affinity_env),
+            node_affinity_train=affinity if node_affinity_train is None else bool(node_affinity_train),
         )
-        if self._handles:
-            self.close()
         kwargs = self._storage_kwargs(metas)
         placement = resolve_placement("storage", *self._placement_args)
-        storage_options = with_env_vars(storage_options, placement.env_vars())
-        workers = create_storages(kwargs, num_storages, placement.remote_storage, storage_options, self.config.seed)
-        self._handles = [WorkerHandle(w) for w in workers]
-        self._launch_args = (kwargs, storage_options)
+        if isinstance(storage_options, (list, tuple)):
+            if len(storage_options) != num_storages:
+                raise ValueError(
+                    f"DataBuffer.init storage_options has {len(storage_options)} entries for {num_storages} "
+                    "shards; give one dict for all shards or one per shard"
+                )
+            storage_options = [with_env_vars(o, placement.env_vars()) for o in storage_options]
+        else:
+            storage_options = with_env_vars(storage_options, placement.env_vars())
+        self.shards.launch(kwargs, num_storages, placement.remote_storage, storage_options)
         self.episode_table = table
-        self._sizes = resolve([h.submit("get_size") for h in self._handles])
-        self._shard_stats = [{} for _ in self._handles]
         logger.info(
             "data buffer: %d %s shard(s), capacity %d %ss each",
             num_storages,
@@ -197,27 +205,60 @@ class DataBuffer(BufferSampling, ShardRecovery):
             raise RuntimeError("the DataBuffer has no storage yet: call buffer.init(env_meta_list) first")
         return self.episode_table
 
+    def _describe_shard(self, shard: int) -> Dict[str, Any]:
+        table = self._require_init()
+        workers = table.get_storage_to_train_workers()[shard]
+        return {"env_ids": table.get_envs_for_storage(shard), "train_workers": workers}
+
+    @property
+    def _sizes(self) -> List[int]:
+        """Last known size of each shard."""
+        return self.shards.sizes
+
     @property
     def is_remote(self) -> bool:
         """True when the shards are Ray actors."""
-        return any(h.is_remote for h in self._handles)
+        return self.shards.is_remote
 
     @property
     def num_storages(self) -> int:
         """Number of storage shards."""
-        return len(self._handles)
+        return len(self.shards)
 
     @property
     def storages(self) -> List[Any]:
         """The shards (Storage objects or actor handles)."""
-        return [h.worker for h in self._handles]
+        return [h.worker for h in self.shards.handles]
+
+    @property
+    def lost_shards(self) -> List[Dict[str, Any]]:
+        """One record per storage shard actor that died: what it held and when (see `stats`)."""
+        return self.shards.lost
+
+    @property
+    def shard_restarts(self) -> int:
+        """Storage shard actors that died and were replaced so far."""
+        return self.shards.restarts
+
+    def dead_shards(self, timeout: float = 60.0) -> List[int]:
+        """Indices of remote shards whose actor is dead."""
+        return self.shards.dead_shards(timeout)
+
+    def sample(self, batch_size: Optional[int] = None) -> List[TensorDict]:
+        """Draw one batch per train worker from that worker's shards (see `BufferSampler.sample`)."""
+        return self.sampling.sample(batch_size)
+
+    def can_sample(self, batch_size: int) -> bool:
+        """True when every train worker's shards hold at least ``batch_size`` items together."""
+        return self.sampling.can_sample(batch_size)
+
+    def update_priorities(self, batch_or_index: Any, priority: Any, shard: Any = None) -> None:
+        """Set priorities of sampled items (see `BufferSampler.update_priorities`)."""
+        self.sampling.update_priorities(batch_or_index, priority, shard)
 
     def close(self) -> None:
         """Stop remote shards (local ones are dropped); the buffer needs `init` again."""
-        for h in self._handles:
-            h.kill()
-        self._handles = []
-        self._sizes = []
+        self.shards.close()
         self.episode_table = None
 
     # ------------------------------------------------------------------ routing
@@ -230,13 +271,6 @@ class DataBuffer(BufferSampling, ShardRecovery):
             raise KeyError(f"unknown env {env_id!r}: the buffer knows {sorted(table.get_env_to_storage())}")
         return table.get_storage_idx_for_env(env_id)
 
-    def _submit_data(self, shard: int, method: str, *args: Any) -> Any:
-        """Submit a call whose results hold TensorDicts; remote shards send them as numpy (`unpack_tensordicts`)."""
-        handle = self._handles[shard]
-        if handle.is_remote:
-            return handle.submit("call_packed", method, *args)
-        return handle.submit(method, *args)
-
     def _new_env_ids(self, env_ids: Sequence[Any]) -> List[str]:
         table = self._require_init()
         return [e for e in dict.fromkeys(env_ids) if isinstance(e, str) and not table.has_env(e)]
@@ -248,41 +282,53 @@ class DataBuffer(BufferSampling, ShardRecovery):
             return
         shards = sorted({table.get_storage_idx_for_env(e) for e in new_ids})
         try:
-            known = dict(zip(shards, resolve([self._handles[s].submit("known_env_ids") for s in shards])))
+            known = dict(zip(shards, resolve([self.shards.handles[s].submit("known_env_ids") for s in shards])))
         except Exception:  # noqa: BLE001 - a dead shard: leave the table as it is
             return
         for env_id in new_ids:
             if env_id not in known[table.get_storage_idx_for_env(env_id)]:
                 table.forget_env(env_id)
 
-    def _dispatch(self, calls: Dict[int, tuple], values: List[Any]) -> None:
-        """Submit ``method(*args)`` per shard, resolving refs first when shards are local; update sizes."""
-        if not self.is_remote and any(is_object_ref(v) for v in values):
-            resolved = iter(resolve(values))
-            lookup = {id(v): next(resolved) for v in values}
-            calls = {s: (m, tuple(lookup.get(id(a), a) for a in args)) for s, (m, args) in calls.items()}
-        shards = list(calls)
-        handles = [self._handles[s] for s in shards]
-        futures = [h.submit(m, *args) for h, (m, args) in zip(handles, calls.values())]
+    def add_rollout(self, td: TensorDict) -> None:
+        """Add one rollout record (``[N]`` or ``[N, T]``, see `rlightning.types.record`) to its env's shard.
+
+        Routed by the record's ``env_id`` through the episode table; validated and written by the shard
+        (`Storage.add_rollout`).
+
+        Raises:
+            TypeError: not a TensorDict, or no string ``env_id``.
+            ValueError, KeyError: a malformed record (nothing of it is stored).
+        """
+        self.add_rollouts([td])
+
+    def add_rollouts(self, tds: Sequence[TensorDict]) -> None:
+        """Add several records (of one or more envs): one call per shard, in order within each shard.
+
+        Raises:
+            TypeError, ValueError, KeyError: as `add_rollout`; every valid record is stored, then the first
+                error is raised.
+        """
+        t0 = time.perf_counter()
+        groups: Dict[int, List[TensorDict]] = {}
+        ids = []
+        for i, td in enumerate(tds):
+            if not isinstance(td, TensorDict):
+                raise TypeError(f"add_rollout record {i} must be a tensordict.TensorDict, got {type(td).__name__}")
+            env_id = record_env_id(td)
+            if env_id is None:
+                raise TypeError(
+                    f"add_rollout record {i} needs the env worker's id: record.set_non_tensor('env_id', '<env id>')"
+                )
+            ids.append(env_id)
+        new_ids = self._new_env_ids(ids)
+        for env_id, td in zip(ids, tds):
+            groups.setdefault(self._shard_of(env_id), []).append(td)
         try:
-            results = resolve(futures)
-        except Exception:  # noqa: BLE001 - find every shard's outcome, then re-raise the first error
-            first = None
-            for s, handle, fut in zip(shards, handles, futures):
-                try:
-                    self._sizes[s] = resolve_one(fut)
-                except Exception as err:  # noqa: BLE001 - re-raised below unless the shard actor died
-                    if not (handle.is_remote and is_actor_death(err)):
-                        first = first or err
-                        continue
-                    self._replace_shard(s, err, handle)  # raises with on_shard_loss="raise"
-                    method, args = calls[s]  # this call's data goes to the fresh shard
-                    self._sizes[s] = self._handles[s].call(method, *args)
-            if first is not None:
-                raise first from None
-            return
-        for s, size in zip(shards, results):
-            self._sizes[s] = size
+            self.shards.dispatch({s: ("add_rollouts", tuple(g)) for s, g in groups.items()}, [])
+        except Exception:
+            self._forget_rejected(new_ids)
+            raise
+        self._timer.add("add_rollout", time.perf_counter() - t0)
 
     def add_transition(self, env_ret: Any, policy_resp: Any) -> None:
         """Add one env step (an EnvRet and the PolicyResponse that answers it).
@@ -292,7 +338,7 @@ class DataBuffer(BufferSampling, ShardRecovery):
             ValueError, KeyError: an invalid step (see `add_batched_transition`); nothing of it is stored.
         """
         if not is_object_ref(env_ret) and not isinstance(env_ret, EnvRet):
-            raise TypeError(f"add_transition expects an EnvRet, got {type(env_ret).__name__}")
+            raise TypeError(f"add_transition env_ret must be an EnvRet, got {type(env_ret).__name__}")
         env_id = getattr(policy_resp, "env_id", None) if is_object_ref(env_ret) else env_ret.env_id
         if env_id is None:
             env_ret, policy_resp = resolve([env_ret, policy_resp])
@@ -326,7 +372,7 @@ class DataBuffer(BufferSampling, ShardRecovery):
             resps.append(resp)
         calls = {s: ("add_transitions_flat", (len(es), *es, *rs)) for s, (es, rs) in groups.items()}
         try:
-            self._dispatch(calls, [x for _, e, r in triples for x in (e, r)])
+            self.shards.dispatch(calls, [x for _, e, r in triples for x in (e, r)])
         except Exception:
             self._forget_rejected(new_ids)
             raise
@@ -345,7 +391,7 @@ class DataBuffer(BufferSampling, ShardRecovery):
         groups: Dict[int, List[Any]] = {}
         for env_id, value in items:
             groups.setdefault(self._shard_of(env_id), []).append(value)
-        self._dispatch({s: ("add_data_async_flat", tuple(vs)) for s, vs in groups.items()}, [v for _, v in items])
+        self.shards.dispatch({s: ("add_data_async_flat", tuple(vs)) for s, vs in groups.items()}, [v for _, v in items])
 
     def add_episode(
         self, episode: Union[Dict, TensorDict], num_envs: int = 1, env_id: Optional[str] = None, **kwargs: Any
@@ -358,10 +404,10 @@ class DataBuffer(BufferSampling, ShardRecovery):
             shard = self._next_episode_shard % self.num_storages
             self._next_episode_shard += 1
         kwargs["env_id"] = env_id or "episode"
-        if self._handles[shard].is_remote:  # numpy travels through Ray far cheaper than torch tensors
+        if self.shards.handles[shard].is_remote:  # numpy travels through Ray far cheaper than torch tensors
             items = episode.items() if isinstance(episode, (dict, TensorDict)) else ()
             episode = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in items} or episode
-        self._sizes[shard] = self._handles[shard].call("add_episode", episode, num_envs, **kwargs)
+        self.shards.sizes[shard] = self.shards.handles[shard].call("add_episode", episode, num_envs, **kwargs)
 
     def extend(self, transitions: Union[Dict, TensorDict]) -> None:
         """Write ready-made transitions (``[n, ...]`` per key), split evenly over the shards, one call each.
@@ -378,8 +424,8 @@ class DataBuffer(BufferSampling, ShardRecovery):
                 part = {
                     k: v if isinstance(v, exact) and v.ndim and v.shape[0] == n else v[0:n] for k, v in data.items()
                 }
-                with self._handles[0].lock:
-                    self._sizes[0] = local.extend(part)
+                with self.shards.handles[0].lock:
+                    self.shards.sizes[0] = local.extend(part)
             return
         bounds = [n * i // self.num_storages for i in range(self.num_storages + 1)]
         calls = {}
@@ -387,10 +433,10 @@ class DataBuffer(BufferSampling, ShardRecovery):
             lo, hi = bounds[s], bounds[s + 1]
             if hi > lo:
                 part = {k: v[lo:hi] for k, v in data.items()}
-                if self._handles[s].is_remote:
+                if self.shards.handles[s].is_remote:
                     part = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in part.items()}
                 calls[s] = ("extend", (part,))
-        self._dispatch(calls, [])
+        self.shards.dispatch(calls, [])
 
     def truncate_episodes(self, env_ids: Optional[Sequence[Any]] = None) -> None:
         """Close the episodes in progress of these envs (all known envs when None) and store them.
@@ -407,7 +453,7 @@ class DataBuffer(BufferSampling, ShardRecovery):
         groups: Dict[int, List[str]] = {}
         for env_id in ids:
             groups.setdefault(self._shard_of(env_id, register=False), []).append(env_id)
-        self._dispatch({s: ("truncate_episodes", (es,)) for s, es in groups.items()}, [])
+        self.shards.dispatch({s: ("truncate_episodes", (es,)) for s, es in groups.items()}, [])
 
     def truncate_one_episode(self, item: Any) -> None:
         """Close the episodes in progress of one env (an env id or an object with ``env_id``)."""
@@ -417,12 +463,10 @@ class DataBuffer(BufferSampling, ShardRecovery):
 
     def _single_local_storage(self, train_workers: bool = True) -> Optional[Any]:
         """The Storage when the buffer is one local shard (feeding one train worker if ``train_workers``)."""
-        handles = self._handles
-        if len(handles) != 1 or handles[0].is_remote:
+        local = self.shards.single_local()
+        if local is None or (train_workers and self.episode_table.num_train_workers != 1):
             return None
-        if train_workers and self.episode_table.num_train_workers != 1:
-            return None
-        return handles[0].worker
+        return local
 
     # ------------------------------------------------------------------ state
 
@@ -437,21 +481,19 @@ class DataBuffer(BufferSampling, ShardRecovery):
     def get_size(self) -> int:
         """Stored items over all shards, asked from the shards."""
         self._require_init()
-        self._sizes = self._recovering(lambda: resolve([h.submit("get_size") for h in self._handles]))
-        return sum(self._sizes)
+        self.shards.sizes[:] = self.shards.call_all("get_size")
+        return sum(self.shards.sizes)
 
     def clear(self) -> None:
         """Clear every shard."""
         self._require_init()
-        self._recovering(lambda: resolve([h.submit("clear") for h in self._handles]))
-        self._sizes = [0] * self.num_storages
+        self.shards.call_all("clear")
+        self.shards.sizes[:] = [0] * self.num_storages
 
     def get_data(self) -> TensorDict:
         """Every stored transition of every shard, concatenated (a copy)."""
         self._require_init()
-        parts = unpack_tensordicts(
-            self._recovering(lambda: resolve([self._submit_data(s, "get_data") for s in range(self.num_storages)]))
-        )
+        parts = unpack_tensordicts(self.shards.call_all("get_data", data=True))
         parts = [p for p in parts if p.batch_size[0] > 0]
         return torch.cat(parts, 0) if parts else TensorDict({}, batch_size=[0])
 
@@ -462,11 +504,7 @@ class DataBuffer(BufferSampling, ShardRecovery):
     def sample_rows(self, n: int = 5) -> TensorDict:
         """A few recently stored transitions (for display)."""
         self._require_init()
-        parts = unpack_tensordicts(
-            self._recovering(
-                lambda: resolve([self._submit_data(s, "sample_rows", n) for s in range(self.num_storages)])
-            )
-        )
+        parts = unpack_tensordicts(self.shards.call_all("sample_rows", n, data=True))
         parts = [p for p in parts if p.batch_size[0] > 0]
         if not parts:
             return TensorDict({}, batch_size=[0])
@@ -476,7 +514,7 @@ class DataBuffer(BufferSampling, ShardRecovery):
     def timing_summary(self, reset: bool = False) -> Dict[str, Any]:
         """Time per operation: the buffer's own and each shard's."""
         self._require_init()
-        shards = self._recovering(lambda: resolve([h.submit("timing_summary", reset) for h in self._handles]))
+        shards = self.shards.call_all("timing_summary", reset)
         return {"buffer": self._timer.summary(reset), "shards": shards}
 
     def print_timing_summary(self, reset: bool = False) -> None:
@@ -489,10 +527,10 @@ class DataBuffer(BufferSampling, ShardRecovery):
     def stats(self) -> Dict[str, Any]:
         """A plain snapshot for views: per-shard fill, episodes stored, recent episodes, adds per second."""
         table = self._require_init()
-        shard_stats = self._recovering(lambda: resolve([h.submit("stats") for h in self._handles]))
+        shard_stats = self.shards.call_all("stats")
         # Sizes are not taken from here: a view calls this from its own thread, and a snapshot it
         # wrote back could undo a newer size an add just reported (every write path keeps them).
-        self._shard_stats = shard_stats
+        self.shards.stats = shard_stats
         out = merge_stats(shard_stats, table)
         out.update(unit=self.config.unit, mode=self.config.mode, sampler=self.config.sampler, remote=self.is_remote)
         out.update(clear_after_sample=self.clear_after_sample)

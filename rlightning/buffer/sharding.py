@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from tensordict import TensorDict
@@ -109,12 +109,16 @@ def cat_parts(parts: List[TensorDict]) -> TensorDict:
 
 
 def create_storages(
-    kwargs: Dict[str, Any], num: int, remote: bool, options: Optional[Dict[str, Any]], seed: Optional[int]
+    kwargs: Dict[str, Any],
+    num: int,
+    remote: bool,
+    options: Optional[Union[Dict[str, Any], Sequence[Dict[str, Any]]]],
+    seed: Optional[int],
 ) -> List[Any]:
     """Build ``num`` storage shards: local `Storage` objects, or Ray actors when ``remote``.
 
-    Actors get ``num_cpus`` 1 unless ``options`` says otherwise, a unique name, the
-    InternalFlag environment, and torch threads limited to their CPUs. Shard ``i``
+    Actors get ``num_cpus`` 1 unless ``options`` (one dict, or one per shard) says otherwise, a
+    unique name, the InternalFlag environment, and torch threads limited to their CPUs. Shard ``i``
     is seeded with ``seed + i``.
     """
     if not remote:
@@ -125,7 +129,7 @@ def create_storages(
     workers = []
     for i in range(num):
         opts: Dict[str, Any] = {"num_cpus": 1, "name": f"rlightning-storage-{tag}-{i}"}
-        opts.update(options or {})
+        opts.update((options[i] if isinstance(options, (list, tuple)) else options) or {})
         runtime_env = dict(opts.get("runtime_env") or {})
         env_vars = dict(InternalFlag.get_env_vars())
         env_vars.update(runtime_env.get("env_vars") or {})

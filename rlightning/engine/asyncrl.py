@@ -72,7 +72,7 @@ class AsyncRLEngine(BaseEngine):
     def _rollout_loop(self) -> None:
         try:
             with self._lock:
-                if self._env_rets is None:
+                if not self.collector.started:
                     self.reset_envs()
             while not self._halt.is_set():
                 with self._cv:
@@ -95,7 +95,7 @@ class AsyncRLEngine(BaseEngine):
             learner = self._updates  # when this inference starts; train() may add one any time
             if not self._learner_acts and learner - self._synced_updates > self._max_lag:
                 return  # over the bound since the wait: the loop waits again, for the next sync
-            resps = self.policy_group.rollout_batch(self._env_rets)
+            resps = self.collector.act()
             t1 = time.perf_counter()
             for _, resp in resps.items():
                 if self._learner_acts:
@@ -104,16 +104,13 @@ class AsyncRLEngine(BaseEngine):
                 version = getattr(resp, "weight_version", None)
                 acted = self._synced_updates if version is None else self._updates_of_version.get(int(version))
                 self._lags.append(learner - (self._synced_updates if acted is None else acted))
-            record_latencies(self, resps)
-            self.buffer.add_batched_transition(self._env_rets, resps)
+            record_latencies(self.timing, resps)
+            self.collector.store_step(resps)
             t2 = time.perf_counter()
-        env_rets = self.env_group.step(resps)
+        self.collector.advance(resps)  # env stepping outside the lock: training may sample meanwhile
         t3 = time.perf_counter()
         with self._lock:
-            self._env_rets = env_rets
-            restarted = self.env_group.pop_restarted_env_ids()
-            if restarted:
-                self.buffer.truncate_episodes(restarted)
+            self.collector.truncate_restarted()
         self.timing.add("inference", t1 - t0)
         self.timing.add("buffer_add", t2 - t1)
         self.timing.add("env_step", t3 - t2)
@@ -156,7 +153,7 @@ class AsyncRLEngine(BaseEngine):
         with self._phase("rollout"):
             with self._cv:
                 while self._produced - self._consumed < self._chunk:
-                    if self._thread_error is not None or self._stop_requested.is_set():
+                    if self._thread_error is not None or self.collector.stop_requested:
                         break
                     self._cv.wait(timeout=0.5)
                 new = self._produced - self._consumed
@@ -190,7 +187,7 @@ class AsyncRLEngine(BaseEngine):
     def iteration_phases(self) -> Dict[str, Any]:
         """Wait for a chunk, then ``updates_per_iteration`` x (sample, train), then sync."""
         out = self.rollout()
-        if not self._stop_requested.is_set() and self._ready_to_train():
+        if not self.collector.stop_requested and self._ready_to_train():
             out.update(self._train_rounds())
             out.update(self.sync_weights())
         out.update(self._lag_metrics())

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from rlightning.engine.checkpoint import load_buffer_data, load_engine_files, save_buffer_data, save_engine_files
-from rlightning.engine.collect import collect_chunks, collect_steps
+from rlightning.engine.collect import Collector
+from rlightning.engine.evaluation import Evaluator
 from rlightning.engine.metrics import MetricsLog
 from rlightning.engine.timing import Timing
 from rlightning.utils.config import MainConfig
@@ -69,10 +70,12 @@ class BaseEngine:
         self.phase = "idle"
         self.last_metrics: Dict[str, Any] = {}
         self.last_checkpoint: Optional[Path] = None
-        self._stop_requested = threading.Event()
         self._closed = False
-        self._env_rets = None
-        self._pending_train_metrics: Dict[str, Any] = {}
+        self.collector: Optional[Collector] = None
+        self.env_weight_sync: Optional[Any] = None  # EnvWorkerSync when the env workers act
+        self.evaluator = Evaluator(config, policy_group)
+        #: Called as ``hook(engine)`` at the start of each iteration; a dict returned joins its metrics.
+        self.step_hooks: List[Callable[[BaseEngine], Optional[Dict[str, Any]]]] = []
         self.run_dir = (
             Path(run_dir)
             if run_dir
@@ -89,36 +92,57 @@ class BaseEngine:
         self.env_ids = [m.env_id for m in self.env_metas]
         self.num_sub_envs = sum(int(m.num_envs or 1) for m in self.env_metas)
         self.policy_group.construct_network(self.env_metas[0])
+        self.collector = Collector(
+            self.env_group,
+            self.policy_group,
+            self.buffer,
+            self.timing,
+            self.env_ids,
+            self.num_sub_envs,
+            in_env_workers=self.inference_in_env_workers,
+            env_metas=self.env_metas,
+        )
         if self.inference_in_env_workers:
+            from rlightning.engine.acting import EnvWorkerSync
             from rlightning.policy.builder import resolve_policy_class
 
             policy_cls = resolve_policy_class(cfg.policy.type)
             self.env_group.attach_policy(policy_cls, cfg.policy, self.env_metas[0], seed=cfg.seed)
+            self.env_weight_sync = EnvWorkerSync(
+                self.env_group, self.policy_group, cfg.policy.weight_sync, is_colocated=cfg.cluster.is_colocated
+            )
         if cfg.policy.optim.anneal_lr and hasattr(self.policy_group, "set_schedule"):
             self.policy_group.set_schedule(cfg.train.iterations)
+        from rlightning.utils.ray.placement_groups import buffer_placement
+
         self.buffer.init(
             self.env_metas,
             self.env_ids,
             num_storages=cfg.cluster.buffer_worker_num,
             num_train_workers=cfg.cluster.train_worker_num,
-            storage_options={"num_cpus": cfg.cluster.buffer_each_cpu_num},
+            **buffer_placement(cfg, self.env_group, self.policy_group),
         )
         self._sync_policy_weights()
 
     def _sync_policy_weights(self) -> int:
-        """Train -> eval workers, and on to the env workers' policy copies when they act themselves."""
+        """Train -> the acting policy: eval workers, or the env workers' policy copies when they act."""
         version = self.policy_group.sync_weights()
-        if self.inference_in_env_workers:
-            weights = getattr(self.policy_group, "weights_ref", self.policy_group.get_weights)()
-            self.env_group.load_policy_weights(weights, version)
+        if self.env_weight_sync is not None:
+            self.env_weight_sync.push(version)
         return version
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once `stop` was called, until the next `run`."""
+        return self.collector.stop_requested
 
     # ------------------------------------------------------------------ phases
     def reset_envs(self) -> None:
         """Reset every env (seeded from the config and the iteration) and drop episodes in progress."""
-        if self._env_rets is not None:
-            self.buffer.truncate_episodes(self.env_ids)
-        self._env_rets = self.env_group.reset(seed=self.config.seed + 7919 * self.iteration)
+        self.collector.reset(seed=self._reset_seed())
+
+    def _reset_seed(self) -> int:
+        return self.config.seed + 7919 * self.iteration
 
     @property
     def inference_in_env_workers(self) -> bool:
@@ -127,10 +151,7 @@ class BaseEngine:
 
     def _collect(self, num_steps: int, truncate_at_end: bool) -> int:
         """Step every env worker ``num_steps`` times, adding transitions to the buffer; returns env steps."""
-        if self._env_rets is None:
-            self.reset_envs()
-        collect = collect_chunks if self.inference_in_env_workers else collect_steps
-        steps = collect(self, num_steps)
+        steps = self.collector.collect(num_steps, seed=self._reset_seed())
         if truncate_at_end:
             self.buffer.truncate_episodes(self.env_ids)
         return steps
@@ -172,10 +193,8 @@ class BaseEngine:
 
     def evaluate(self, num_episodes: Optional[int] = None) -> Dict[str, Any]:
         """Play ``num_episodes`` with deterministic actions on a separate env; returns their statistics."""
-        from rlightning.engine.evaluation import evaluate_policy
-
         with self._phase("evaluate"):
-            result = evaluate_policy(self, num_episodes or self.config.train.eval_episodes)
+            result = self.evaluator.evaluate(num_episodes or self.config.train.eval_episodes, self.iteration)
         return result
 
     def _ready_to_train(self) -> bool:
@@ -199,7 +218,7 @@ class BaseEngine:
             for k, v in self.train().items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     collected.setdefault(k, []).append(float(v))
-            if self._stop_requested.is_set():
+            if self.collector.stop_requested:
                 break
         return {k: float(np.mean(v)) for k, v in collected.items()}
 
@@ -207,7 +226,7 @@ class BaseEngine:
         """Rollout, then (when enough data is stored) train rounds and a weight sync."""
         out: Dict[str, Any] = {}
         out.update(self.rollout())
-        if self._stop_requested.is_set() or not self._ready_to_train():
+        if self.collector.stop_requested or not self._ready_to_train():
             return out
         out.update(self._train_rounds())
         out.update(self.sync_weights())
@@ -216,13 +235,16 @@ class BaseEngine:
     def step(self) -> Dict[str, Any]:
         """Run one iteration and return its metrics."""
         self._check_open()
+        hooked: Dict[str, Any] = {}
+        for hook in list(self.step_hooks):
+            hooked.update(hook(self) or {})
         self.timing.begin_iteration(self.iteration)
         steps_before = self.env_steps
         t0 = time.perf_counter()
         try:
-            metrics = self.iteration_phases()
+            metrics = {**hooked, **self.iteration_phases()}
             interval = self.config.train.eval_interval
-            if interval and (self.iteration + 1) % interval == 0 and not self._stop_requested.is_set():
+            if interval and (self.iteration + 1) % interval == 0 and not self.collector.stop_requested:
                 metrics.update({f"eval_{k}": v for k, v in self.evaluate().items()})
         except Exception as err:  # noqa: BLE001 - re-raised, as a WorkerLostError when a train worker died
             self._raise_if_train_worker_lost(err)
@@ -336,7 +358,7 @@ class BaseEngine:
 
             bar = tqdm(total=iterations, desc=f"{self.name}", unit="it", leave=True)
         history: List[Dict[str, Any]] = []
-        self._stop_requested.clear()
+        self.collector.clear_stop()
         try:
             with self._sigint_stops_between_phases():
                 for _ in range(iterations):
@@ -352,7 +374,7 @@ class BaseEngine:
                         break
                     if env_steps is not None and self.env_steps >= env_steps:
                         break
-                    if stop or self._stop_requested.is_set():
+                    if stop or self.collector.stop_requested:
                         break
         finally:
             if bar is not None:
@@ -362,7 +384,7 @@ class BaseEngine:
 
     def stop(self) -> None:
         """Ask a running ``run()`` to stop after the current phase."""
-        self._stop_requested.set()
+        self.collector.request_stop()
 
     @contextlib.contextmanager
     def _sigint_stops_between_phases(self):
@@ -372,11 +394,11 @@ class BaseEngine:
         previous = signal.getsignal(signal.SIGINT)
 
         def handler(signum, frame):
-            if self._stop_requested.is_set():
+            if self.collector.stop_requested:
                 signal.signal(signal.SIGINT, previous)
                 raise KeyboardInterrupt
             logger.warning("interrupt: stopping after the current phase (interrupt again to abort now)")
-            self._stop_requested.set()
+            self.collector.request_stop()
 
         try:
             signal.signal(signal.SIGINT, handler)
@@ -439,7 +461,7 @@ class BaseEngine:
             if isinstance(row, dict):
                 self.metrics.history.append(row)
         self.last_checkpoint = Path(path)
-        self._env_rets = None
+        self.collector.forget()
 
     # ------------------------------------------------------------------ lifecycle
     def _check_open(self) -> None:
@@ -459,9 +481,7 @@ class BaseEngine:
                     closer()
                 except Exception as err:  # noqa: BLE001 - close what can be closed
                     logger.warning("closing %s failed: %s", type(part).__name__, err)
-        from rlightning.engine.evaluation import close_eval_env
-
-        close_eval_env(self)
+        self.evaluator.close()
         self.metrics.close()
 
     def __enter__(self) -> BaseEngine:

@@ -1,99 +1,300 @@
-"""The rollout loops of the engines: per step through the policy group, or whole rollouts in the env workers.
+"""`Collector`: the rollout state of an engine and its two loops (per step, or whole rollouts in the workers).
 
 ``cluster.inference="eval_workers"``: every step the policy group answers the
-env workers' EnvRets, the pair goes into the buffer and the env workers step
-(`collect_steps`). ``"env_workers"``: every env worker steps the whole rollout
-with its own policy copy and returns it in one call; the driver adds each
-worker's chunk to the buffer as soon as it arrives, while the others still run
-(`collect_chunks`).
+env workers' EnvRets and the env workers step (`Collector.collect_steps`);
+``"env_workers"``: every env worker steps the whole rollout with its own
+policy copy and returns one ``[N, T]`` record; the collector stores each
+worker's record (``buffer.add_rollout``) as soon as it comes, in worker order,
+while the others still run (`Collector.collect_chunks`).
+
+The collector owns what a rollout needs between calls: the current EnvRets of
+the per-step layout (the env-worker layout keeps them in the workers) and the
+stop flag. Engines talk to the env group, the policy group and the buffer
+through the small protocols below.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
+from rlightning.engine.step_chunks import StepChunks
+from rlightning.env.utils.episodes import EpisodeIds
+from rlightning.env.utils.record_writer import start_done_flags
 from rlightning.types import BatchedData
 from rlightning.utils.logger import get_logger
 
 logger = get_logger(__name__)
 
-
-def collect_steps(engine: Any, num_steps: int) -> int:
-    """Step every env worker ``num_steps`` times, one policy-group call per step; returns env steps."""
-    steps = 0
-    for _ in range(num_steps):
-        t0 = time.perf_counter()
-        resps = engine.policy_group.rollout_batch(engine._env_rets)
-        t1 = time.perf_counter()
-        record_latencies(engine, resps)
-        engine.buffer.add_batched_transition(engine._env_rets, resps)
-        t2 = time.perf_counter()
-        engine._env_rets = engine.env_group.step(resps)
-        t3 = time.perf_counter()
-        truncate_restarted(engine)
-        engine.timing.add("inference", t1 - t0)
-        engine.timing.add("buffer_add", t2 - t1)
-        engine.timing.add("env_step", t3 - t2)
-        steps += engine.num_sub_envs
-        if engine._stop_requested.is_set():
-            break
-    return steps
+__all__ = ["ActingGroup", "Collector", "RolloutBuffer", "RolloutEnvs"]
 
 
-def collect_chunks(engine: Any, num_steps: int) -> int:
-    """Every env worker steps ``num_steps`` times with its own policy copy; returns env steps.
+class RolloutEnvs(Protocol):
+    """What the collector needs of an env group (`rlightning.env.EnvGroup`)."""
 
-    The buffer gets each worker's steps in order, in one call per worker. The
-    rollout parts are the workers' own inference and env-step seconds (for Ray
-    workers, which run side by side, their mean) and the driver's buffer add.
+    is_remote: bool
+
+    def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> BatchedData: ...
+
+    def step(self, policy_resps: BatchedData) -> BatchedData: ...
+
+    def collect_rollouts(self, num_steps: int) -> Iterator[Tuple[str, Any]]: ...
+
+    def pop_restarted_env_ids(self) -> List[str]: ...
+
+
+class ActingGroup(Protocol):
+    """What the per-step layout needs of a policy group (`rlightning.policy.PolicyGroup`)."""
+
+    def rollout_batch(self, batch: BatchedData) -> BatchedData: ...
+
+
+class RolloutBuffer(Protocol):
+    """What the collector needs of a buffer (`rlightning.buffer.DataBuffer`)."""
+
+    def add_rollout(self, td: Any) -> None: ...
+
+    def add_rollouts(self, tds: Sequence[Any]) -> None: ...
+
+    def truncate_episodes(self, env_ids: Optional[Sequence[Any]] = None) -> None: ...
+
+
+class Collector:
+    """Rollout state and loops of one engine.
+
+    Args:
+        env_group: The env workers (`RolloutEnvs`).
+        policy_group: Acts in the per-step layout (`ActingGroup`).
+        buffer: Where transitions go (`RolloutBuffer`).
+        timing: The engine's `Timing` (``inference``, ``env_step``, ``buffer_add`` are added to it).
+        env_ids: The env workers' ids, in worker order.
+        num_sub_envs: Sub-environments over all workers.
+        in_env_workers: True for ``cluster.inference="env_workers"``.
+        env_metas: The workers' `EnvMeta` (checks the per-step records against the spaces).
     """
-    group = engine.env_group
-    envs_of = {m.env_id: int(m.num_envs or 1) for m in engine.env_metas}
-    current = engine._env_rets
-    latest: Dict[str, Any] = dict(current.items())
-    steps = 0
-    inference = env_step = add = 0.0
-    chunks = group.collect_rollouts(current, num_steps)
-    try:
-        for env_id, chunk in chunks:
-            latest[env_id] = chunk.last
-            if chunk.num_steps:
-                t0 = time.perf_counter()
-                engine.buffer.add_batched_transition(chunk.env_rets, chunk.policy_resps)
-                add += time.perf_counter() - t0
-            inference += chunk.inference_s
-            env_step += chunk.env_step_s
-            steps += chunk.num_steps * envs_of[env_id]
-    finally:
-        # Whatever failed in the driver, every worker's envs moved on: keep each one's latest EnvRet.
+
+    def __init__(
+        self,
+        env_group: RolloutEnvs,
+        policy_group: ActingGroup,
+        buffer: RolloutBuffer,
+        timing: Any,
+        env_ids: Sequence[str],
+        num_sub_envs: int,
+        in_env_workers: bool,
+        env_metas: Sequence[Any] = (),
+    ) -> None:
+        self.env_group = env_group
+        self.policy_group = policy_group
+        self.buffer = buffer
+        self.timing = timing
+        self.env_ids = list(env_ids)
+        self.num_sub_envs = int(num_sub_envs)
+        self.in_env_workers = bool(in_env_workers)
+        self.env_rets: Optional[BatchedData] = None
+        self.stop_event = threading.Event()
+        self._started = False
+        # Per-step layout: the step whose next EnvRets are not known yet.
+        self._held: Optional[Tuple[BatchedData, BatchedData]] = None
+        self._skip: set = set()
+        self._metas = {m.env_id: m for m in env_metas}
+        self._episode_ids: Dict[str, EpisodeIds] = {}
+        self._next_id_base = 0
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def started(self) -> bool:
+        """True once the envs were reset for this collector (False again after `forget`)."""
+        return self._started
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once `request_stop` was called (until `clear_stop`)."""
+        return self.stop_event.is_set()
+
+    def request_stop(self) -> None:
+        """Ask the loops (and the engine's run) to stop after the current step."""
+        self.stop_event.set()
+
+    def clear_stop(self) -> None:
+        """Forget an earlier stop request."""
+        self.stop_event.clear()
+
+    def reset(self, seed: Optional[int] = None) -> BatchedData:
+        """Reset every env (episodes in progress in the buffer are truncated first); returns the EnvRets."""
+        if self._started:
+            self.flush()
+            self.buffer.truncate_episodes(self.env_ids)
+        self.env_rets = self.env_group.reset(seed=seed)
+        for ids in self._episode_ids.values():
+            ids.reset()
+        self._started = True
+        return self.env_rets
+
+    def forget(self) -> None:
+        """Drop the rollout state (after a checkpoint load): the next rollout resets the envs."""
+        self.env_rets = None
+        self._held = None
+        self._started = False
+
+    def truncate_restarted(self) -> None:
+        """Truncate the episodes of env workers that were restarted (their episodes in flight are gone)."""
+        self._truncate(self.env_group.pop_restarted_env_ids())
+
+    def _truncate(self, restarted: Sequence[str]) -> None:
+        for env_id in restarted:
+            self._skip.add(env_id)
+            if env_id in self._episode_ids:
+                self._episode_ids[env_id].reset()
+        if restarted:
+            logger.warning("env workers %s were restarted; their episodes in flight are truncated", restarted)
+            self.buffer.truncate_episodes(restarted)
+
+    # ------------------------------------------------------------------ per step
+
+    def act(self) -> BatchedData:
+        """The policy group's responses to the current EnvRets (one call for every env worker)."""
+        return self.policy_group.rollout_batch(self.env_rets)
+
+    def store_step(self, resps: BatchedData) -> None:
+        """Store the current EnvRets with their responses.
+
+        The step is held until its next EnvRets are known (after the env step) and stored as one ``[N]``
+        record per env worker (`step_to_record`, one ``add_rollouts`` call) at the next call or at `flush`;
+        the step held before is stored now.
+        """
+        self.flush()
+        self._held = (self.env_rets, resps)
+
+    def flush(self) -> None:
+        """Store the held step (per-step layout with records) now that its next EnvRets are the current ones."""
+        held, self._held = self._held, None
+        skip, self._skip = self._skip, set()
+        if held is None:
+            return
+        from rlightning.types import step_to_record
+
+        rets, resps = held
+        after = dict(self.env_rets.items())
+        records = []
+        for (env_id, ret), (_, resp) in zip(rets.items(), resps.items()):
+            if env_id in skip or env_id not in after:
+                continue  # a restarted worker's next EnvRet is its reset: the step is lost with its episode
+            ids = self._ids_of(env_id, ret)
+            valid = ~start_done_flags(ret)
+            episode = ids.assign(valid[:, None])[:, 0]
+            meta = self._metas.get(env_id)
+            records.append(step_to_record(ret, resp, after[env_id], env_meta=meta, episode_id=episode))
+        if records:
+            self.buffer.add_rollouts(records)
+
+    def _ids_of(self, env_id: str, ret: Any) -> EpisodeIds:
+        ids = self._episode_ids.get(env_id)
+        if ids is None and ret is not None:
+            n = start_done_flags(ret).shape[0]
+            ids = self._episode_ids[env_id] = EpisodeIds(n, base=self._next_id_base)
+            self._next_id_base += 1 << 40
+            ids.reset()
+        return ids
+
+    def advance(self, resps: BatchedData) -> BatchedData:
+        """Step the env workers with ``resps``; the new EnvRets become the current ones."""
+        self.env_rets = self.env_group.step(resps)
+        return self.env_rets
+
+    def collect_steps(self, num_steps: int) -> int:
+        """Step every env worker ``num_steps`` times, one policy-group call per step; returns env steps.
+
+        The steps are written into one preallocated ``[N, T]`` record per env worker (`StepChunks`) and
+        stored at the end, one ``add_rollout`` per worker, as the env-worker layout stores them.
+        """
+        steps = 0
+        timing = self.timing
+        self.flush()  # a step held by the one-step API
+        chunks = StepChunks(self.env_rets, num_steps, self._ids_of)
         try:
-            for env_id, chunk in chunks:
-                latest[env_id] = chunk.last
-        except Exception as err:  # noqa: BLE001 - the first error is the one raised
-            logger.debug("a rollout chunk was lost after an earlier error: %r", err)
-        engine._env_rets = BatchedData(list(current.ids()), [latest[i] for i in current.ids()])
-    truncate_restarted(engine)
-    # Ray workers run side by side: their mean is the rollout's share; local ones run one after another.
-    workers = max(1, len(current)) if group.is_remote else 1
-    engine.timing.add("inference", inference / workers)
-    engine.timing.add("env_step", env_step / workers)
-    engine.timing.add("buffer_add", add)
-    return steps
+            for t in range(num_steps):
+                t0 = time.perf_counter()
+                resps = self.act()
+                t1 = time.perf_counter()
+                record_latencies(timing, resps)
+                self.env_rets = next_rets = self.env_group.step(resps)
+                t2 = time.perf_counter()
+                restarted = self.env_group.pop_restarted_env_ids()
+                lost = chunks.write(resps, next_rets, restarted, t)
+                if lost:
+                    self.buffer.add_rollouts(lost)
+                self._truncate(restarted)
+                timing.add("inference", t1 - t0)
+                timing.add("env_step", t2 - t1)
+                timing.add("buffer_add", time.perf_counter() - t2)
+                steps += self.num_sub_envs
+                if self.stop_event.is_set():
+                    break
+        finally:
+            t0 = time.perf_counter()
+            # The value of each record's last next.obs (its bootstrap): one more inference, nothing stepped.
+            last = self.act() if chunks.wants_values else None
+            records = chunks.finish(last)
+            if records:
+                self.buffer.add_rollouts(records)
+            timing.add("buffer_add", time.perf_counter() - t0)
+        return steps
+
+    # ------------------------------------------------------------------ whole rollouts
+
+    def collect_chunks(self, num_steps: int) -> int:
+        """Every env worker steps ``num_steps`` times with its own policy copy; returns env steps.
+
+        The buffer gets each worker's ``[N, T]`` record in worker order, one ``add_rollout`` each. The
+        rollout parts are the workers' own inference and env-step seconds (for Ray workers, which run side
+        by side, their mean) and the driver's buffer add.
+        """
+        results = self.env_group.collect_rollouts(num_steps)
+        steps = 0
+        inference = env_step = add = 0.0
+        try:
+            for _, result in results:
+                if result.record is not None and result.num_steps:
+                    t0 = time.perf_counter()
+                    self.buffer.add_rollout(result.record)
+                    add += time.perf_counter() - t0
+                inference += result.inference_s
+                env_step += result.env_step_s
+                steps += result.num_steps * result.num_envs
+        finally:
+            # Whatever failed in the driver, let every worker's call finish (the workers keep their state).
+            try:
+                for _ in results:
+                    pass
+            except Exception as err:  # noqa: BLE001 - the first error is the one raised
+                logger.debug("a rollout was lost after an earlier error: %r", err)
+        self.truncate_restarted()
+        # Ray workers run side by side: their mean is the rollout's share; local ones run one after another.
+        workers = max(1, len(self.env_ids)) if self.env_group.is_remote else 1
+        self.timing.add("inference", inference / workers)
+        self.timing.add("env_step", env_step / workers)
+        self.timing.add("buffer_add", add)
+        return steps
+
+    def collect(self, num_steps: int, seed: Optional[int] = None) -> int:
+        """One rollout of ``num_steps`` steps per env worker, in this collector's layout; returns env steps.
+
+        The envs are reset first (with ``seed``) when they have not been yet.
+        """
+        if not self._started:
+            self.reset(seed=seed)
+        if self.in_env_workers:
+            return self.collect_chunks(num_steps)
+        return self.collect_steps(num_steps)
 
 
-def truncate_restarted(engine: Any) -> None:
-    """Truncate the episodes of env workers that were restarted (their episodes in flight are gone)."""
-    restarted = engine.env_group.pop_restarted_env_ids()
-    if restarted:
-        logger.warning("env workers %s were restarted; their episodes in flight are truncated", restarted)
-        engine.buffer.truncate_episodes(restarted)
-
-
-def record_latencies(engine: Any, resps: Any) -> None:
+def record_latencies(timing: Any, resps: Any) -> None:
     """Env -> policy and policy -> buffer latency samples of one step's responses."""
     now = time.time_ns()
     for _, resp in resps.items():
         if hasattr(resp, "ts_env_sent_ns") and hasattr(resp, "ts_policy_sent_ns"):
-            engine.timing.add_latency("env_to_policy", (resp.ts_policy_sent_ns - resp.ts_env_sent_ns) / 1e9)
-            engine.timing.add_latency("policy_to_buffer", (now - resp.ts_policy_sent_ns) / 1e9)
+            timing.add_latency("env_to_policy", (resp.ts_policy_sent_ns - resp.ts_env_sent_ns) / 1e9)
+            timing.add_latency("policy_to_buffer", (now - resp.ts_policy_sent_ns) / 1e9)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from rlightning.engine.base_engine import BaseEngine
-from rlightning.engine.evaluation import evaluate_policy
 from rlightning.utils.registry import ENGINE
 
 
@@ -17,6 +16,8 @@ class EvalEngine(BaseEngine):
     """
 
     name = "eval"
+    last_eval: Optional[Dict[str, Any]] = None
+    """The statistics of the last evaluation round (None before the first)."""
 
     @property
     def inference_in_env_workers(self) -> bool:
@@ -26,8 +27,10 @@ class EvalEngine(BaseEngine):
     def evaluate(self, num_episodes: Optional[int] = None) -> Dict[str, Any]:
         """Play deterministic episodes in the engine's own env group."""
         with self._phase("evaluate"):
-            result = evaluate_policy(self, num_episodes or self.config.train.eval_episodes, group=self.env_group)
-        self._last_eval = result
+            result = self.evaluator.evaluate(
+                num_episodes or self.config.train.eval_episodes, self.iteration, group=self.env_group
+            )
+        self.last_eval = result
         return result
 
     def iteration_phases(self) -> Dict[str, Any]:
@@ -38,7 +41,7 @@ class EvalEngine(BaseEngine):
         return {f"eval_{k}": v for k, v in result.items()}
 
     def _episode_metrics(self) -> Dict[str, Any]:
-        last = getattr(self, "_last_eval", None) or {}
+        last = self.last_eval or {}
         out: Dict[str, Any] = {"episodes": self.episodes}
         if "return_mean" in last:
             out["episode_return_mean"] = last["return_mean"]

@@ -55,8 +55,8 @@ def plot_phases(timing: Timing, ax: Optional[Any] = None):
     ax.set_xlabel("iteration")
     ax.set_ylabel("seconds")
     ax.set_title("time per phase")
-    if records:
-        ax.legend(loc="upper right", fontsize="small")
+    if records:  # beside the bars, not over them
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     fig.tight_layout()
     return fig
 
@@ -77,19 +77,38 @@ def plot_latency(timing: Timing, ax: Optional[Any] = None):
     return fig
 
 
-def plot_throughput(timing: Timing, ax: Optional[Any] = None):
-    """Env steps per second of each iteration against wall time."""
-    fig, ax = _figure(ax)
-    records = timing.table()
-    xs, ys = [], []
-    for r in records:
+def throughput_points(timing: Timing) -> tuple:
+    """(wall times, env steps/s) per iteration, with None between iterations separated by idle time.
+
+    An iteration's rate is its env steps over its own phase time; the line is broken where the run
+    sat idle (between ``run.step()`` calls, or before a later ``run.run()``), so no line is drawn
+    across time in which nothing ran.
+    """
+    xs: list = []
+    ys: list = []
+    prev_end = None
+    for r in timing.table():
         seconds = sum(r.get(p, 0.0) for p in PHASES)
-        if seconds > 0 and r.get("env_steps"):
-            xs.append(r["t_end"])
-            ys.append(r["env_steps"] / seconds)
-    ax.plot(xs, ys, marker="o", markersize=3)
+        if seconds <= 0 or not r.get("env_steps"):
+            continue
+        start = r["t_end"] - seconds
+        if prev_end is not None and start - prev_end > max(1.0, 2.0 * seconds):
+            xs.append(None)
+            ys.append(None)
+        xs.append(r["t_end"])
+        ys.append(r["env_steps"] / seconds)
+        prev_end = r["t_end"]
+    return xs, ys
+
+
+def plot_throughput(timing: Timing, ax: Optional[Any] = None):
+    """Env steps per second of each iteration against wall time (broken across idle time)."""
+    fig, ax = _figure(ax)
+    xs, ys = throughput_points(timing)
+    nan = float("nan")
+    ax.plot([nan if x is None else x for x in xs], [nan if y is None else y for y in ys], marker="o", markersize=3)
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("env steps / s")
-    ax.set_title("throughput")
+    ax.set_title("throughput (gaps: the run was idle)")
     fig.tight_layout()
     return fig

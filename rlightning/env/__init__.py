@@ -1,4 +1,4 @@
-"""The acting side: `BaseEnv`, the gymnasium backend, the built-in multi-agent env and `EnvGroup`.
+"""The acting side: `BaseEnv`, the gymnasium backend, the built-in multi-agent env, `RolloutWorker`, `EnvGroup`.
 
 Importing this package registers the built-in envs in ``ENVS``:
 ``"gymnasium"`` (`GymnasiumEnv`) and ``"rendezvous"`` (`RendezvousEnv`).
@@ -9,6 +9,7 @@ from rlightning.env.env_group import EnvGroup
 from rlightning.env.errors import EnvWorkerError, caller_error
 from rlightning.env.gym_env import GymnasiumEnv, resolve_env_spec
 from rlightning.env.multi_agent_env import RendezvousEnv
+from rlightning.env.rollout_worker import RolloutResult, RolloutWorker
 from rlightning.env.utils.utils import default_env_preprocess_fn
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "EnvWorkerError",
     "GymnasiumEnv",
     "RendezvousEnv",
+    "RolloutResult",
+    "RolloutWorker",
     "caller_error",
     "default_env_preprocess_fn",
     "resolve_env_spec",

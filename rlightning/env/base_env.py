@@ -12,7 +12,8 @@ row carries the final observation; the next step ignores that row's action and
 returns the reset observation with reward 0 and done False.
 
 A subclass implements ``reset``, ``step``, ``get_metadata`` (and ``close`` if
-it holds resources). Registered in ``ENVS`` it is chosen with
+it holds resources). Acting, rollouts and the policy copy are not the env's
+business: a `RolloutWorker` holds the env and does them. Registered in ``ENVS`` it is chosen with
 ``EnvConfig.backend`` (or ``EnvConfig.name``), and runs inside a Ray actor
 unchanged, even when it is defined in a notebook cell::
 
@@ -24,13 +25,12 @@ unchanged, even when it is defined in a notebook cell::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
 from rlightning.env.errors import caller_error
-from rlightning.env.inference import WorkerInference
-from rlightning.env.utils.episodes import EpisodeTracker, episode_report
+from rlightning.env.utils.episodes import EpisodeTracker
 from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
@@ -39,7 +39,7 @@ from rlightning.utils.logger import get_logger
 logger = get_logger(__name__)
 
 
-class BaseEnv(WorkerInference, ABC):
+class BaseEnv(ABC):
     """An env worker of ``config.num_envs`` sub-environments.
 
     Args:
@@ -120,16 +120,6 @@ class BaseEnv(WorkerInference, ABC):
         out = {"env_id": self.env_id, "num_envs": self.num_envs}
         out.update(self.episodes.summary())
         return out
-
-    def step_report(self, policy_resp: PolicyResponse) -> Tuple[EnvRet, Tuple[List[float], List[int]]]:
-        """`step` plus the (returns, lengths) of the episodes it closed.
-
-        The group calls this with two Ray returns when it hands EnvRets on as
-        ObjectRefs: the small report comes to the driver, the EnvRet stays in
-        the object store.
-        """
-        env_ret = self.step(policy_resp)
-        return env_ret, episode_report(env_ret)
 
     def check_policy_resp(self, policy_resp: Any) -> None:
         """Raise if ``policy_resp`` is not a response meant for this worker.

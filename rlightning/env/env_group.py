@@ -5,8 +5,11 @@
     env_rets = group.reset(seed=0)                     # BatchedData of EnvRet, one per worker
     env_rets = group.step(policy_resps)                # BatchedData of PolicyResponse -> of EnvRet
     group.step_async(policy_resps); ready = group.collect_async()
-    group.attach_policy(...); group.collect_rollouts(env_rets, 128)   # inference in the workers
+    group.attach_policy(...); group.collect_rollouts(128)   # acting in the workers: [N, T] records
     group.stats(); group.close()
+
+Each worker is a `RolloutWorker` (a `BaseEnv` plus, once attached, a policy
+copy); the group's part of acting in the workers is a `PolicyCopies` object.
 
 Workers are built by `init()`: in this process, or as Ray actors (one per
 worker, ``num_cpus`` / ``num_gpus`` from the `EnvConfig`) when the group's
@@ -33,12 +36,14 @@ retried (see `rlightning.env.errors`). The restart path is `WorkerRecovery`
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from rlightning.env.errors import EnvWorkerError
-from rlightning.env.inference import GroupInference
+from rlightning.env.acting import PolicyCopies
+from rlightning.env.errors import EnvWorkerError, classify_env_failure
+from rlightning.env.lockstep import can_step_together, collect_together
 from rlightning.env.recovery import WorkerRecovery
+from rlightning.env.rollout_worker import RolloutResult
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.env.worker_slot import WorkerSlot, build_slots
@@ -46,13 +51,13 @@ from rlightning.types import BatchedData, EnvMeta, is_object_ref
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.placement import Placement, check_placement_args, resolve_placement
-from rlightning.utils.ray.handle import resolve, resolve_one, wait_any
+from rlightning.utils.ray.handle import WorkerHandle, resolve, resolve_one, wait_any
 from rlightning.utils.registry import closest
 
 logger = get_logger(__name__)
 
 
-class EnvGroup(GroupInference):
+class EnvGroup:
     """The env workers of a run.
 
     Args:
@@ -89,7 +94,7 @@ class EnvGroup(GroupInference):
         self._last_seed: Optional[int] = None
         self._stats = GroupStats(self.env_ids)
         self._total_envs = sum(slot.num_envs for slot in self._slots)
-        self._init_inference()
+        self._copies = PolicyCopies()
         self._recovery = WorkerRecovery(self._stats, self._seed_for, self._reattach_policy)
 
     # ------------------------------------------------------------------ properties
@@ -186,7 +191,7 @@ class EnvGroup(GroupInference):
         self._drain_inflight()
         self._shutdown_workers()
         self._initialized = False
-        self._init_inference()
+        self._copies = PolicyCopies()
 
     def __enter__(self) -> EnvGroup:
         self.init()
@@ -367,6 +372,86 @@ class EnvGroup(GroupInference):
             raise
         self._drain_inflight(recover=True)
 
+    # ------------------------------------------------------------------ acting in the workers
+
+    @property
+    def has_policy(self) -> bool:
+        """True once `attach_policy` built a policy copy in every worker."""
+        return self._copies.attached
+
+    def attach_policy(
+        self, policy_cls: type, policy_config: Any, env_meta: EnvMeta, seed: Optional[int] = None
+    ) -> List[Dict[str, Any]]:
+        """Build an eval-role copy of the policy in every worker (see `RolloutWorker.attach_policy`)."""
+        self._require_init()
+        return self._copies.attach([s.handle for s in self._slots], policy_cls, policy_config, env_meta, seed)
+
+    def load_policy_weights(self, weights: Dict[str, Any], weight_version: int) -> None:
+        """Load ``weights`` into every worker's policy copy (one object-store copy for Ray workers)."""
+        if not self._copies.attached:
+            raise RuntimeError("load_policy_weights needs attach_policy first")
+        self._require_init()
+        self._copies.load([s.handle for s in self._slots], weights, weight_version, self._remote)
+
+    def policy_handles(self) -> List[WorkerHandle]:
+        """The workers' handles, for a weight sync that reaches the policy copies (current after restarts)."""
+        self._require_init()
+        return [slot.handle for slot in self._slots]
+
+    def set_policy_catch_up(self, catch_up: Optional[Callable[[WorkerHandle], None]]) -> None:
+        """How a relaunched worker's fresh policy copy gets the current weights (None: the last loaded)."""
+        self._copies.catch_up = catch_up
+
+    def collect_rollouts(self, num_steps: int) -> Iterator[Tuple[str, RolloutResult]]:
+        """Every worker collects ``num_steps`` steps with its policy copy; yield (env id, result) in worker order.
+
+        Every worker call is issued first; the caller stores one worker's record while the others still run.
+        Results come in the order of the workers, not of their arrival, so a seeded run stores (and trains on)
+        the same data every time. A worker that dies is relaunched, re-armed and reset (see `step`): it yields
+        a result without a record, and its env id is queued for `pop_restarted_env_ids`. A worker whose env
+        raises is recreated the same way; its result holds the steps before the error (``error`` set).
+
+        Raises:
+            RuntimeError: no policy attached, or the group is not initialised.
+            ValueError: ``num_steps`` below 1.
+        """
+        if not self._copies.attached:
+            raise RuntimeError("collect_rollouts needs a policy in the env workers: call attach_policy first")
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
+            raise ValueError(f"collect_rollouts: num_steps must be an int >= 1, got {num_steps!r}")
+        self._require_init()
+        if self._inflight:
+            raise ValueError("steps are in flight (step_async); collect_async() them before collecting rollouts")
+        if not self._remote:
+            workers = [slot.handle.worker for slot in self._slots]
+            if can_step_together(workers):  # one forward pass per step for all local workers
+                with ExitStack() as held:
+                    for slot in self._slots:
+                        held.enter_context(slot.handle.lock)
+                    results = collect_together(workers, num_steps)
+                for slot, result in zip(self._slots, results):
+                    if result.error is not None:
+                        self._restart(slot, result.error, kind="raised", method="step")
+                    self._stats.add_episodes(result.episode_returns, result.episode_lengths)
+                    self._stats.add_steps(slot.num_envs * result.num_steps)
+                    yield slot.env_id, result
+                return
+        futures = [slot.handle.submit("collect", num_steps) for slot in self._slots]
+        for slot, fut in zip(self._slots, futures):
+            try:
+                result = resolve_one(fut)
+            except Exception as err:  # noqa: BLE001 - re-raised unless the worker died or its env raised
+                kind = classify_env_failure(err, self._remote)
+                if kind is None:
+                    raise
+                self._restart(slot, err, kind=kind, method="collect")
+                result = RolloutResult(slot.env_id, num_envs=slot.num_envs)
+            if result.error is not None:  # the env raised mid-rollout: the steps before it are kept
+                self._restart(slot, result.error, kind="raised", method="step")
+            self._stats.add_episodes(result.episode_returns, result.episode_lengths)
+            self._stats.add_steps(slot.num_envs * result.num_steps)
+            yield slot.env_id, result
+
     # ------------------------------------------------------------------ faults and stats
 
     def pop_restarted_env_ids(self) -> List[str]:
@@ -439,6 +524,10 @@ class EnvGroup(GroupInference):
     def _restart(self, slot: WorkerSlot, cause: BaseException, kind: str = "died", method: str = "step") -> Any:
         """Recreate a worker that died or whose env raised and return its reset EnvRet (`WorkerRecovery.restart`)."""
         return self._recovery.restart(slot, cause, kind=kind, method=method)
+
+    def _reattach_policy(self, slot: WorkerSlot) -> None:
+        """A relaunched worker gets its policy copy and the current weights back (`PolicyCopies.rearm`)."""
+        self._copies.rearm(slot.handle)
 
     def _drain_inflight(self, recover: bool = False) -> None:
         """Wait for steps in flight and drop their results (`WorkerRecovery.drain`)."""

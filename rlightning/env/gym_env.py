@@ -36,9 +36,11 @@ from gymnasium.vector import AutoresetMode
 
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error
+from rlightning.env.suites import check_suite_installed, ensure_suite
 from rlightning.env.utils.single import SingleEnvVector
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
+from rlightning.env.wrappers import apply_wrappers, resolve_wrappers
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
@@ -67,11 +69,16 @@ def resolve_env_spec(name: str) -> EnvSpec:
     Raises:
         KeyError: no such id or entry point; the message lists the closest registered names
             from gymnasium's registry and ``ENVS``.
+        MissingSuiteError: an env of a suite (Atari, MinAtar, MiniGrid, MuJoCo, Box2D) whose package is
+            not installed; the message names the extra to install.
     """
     if not isinstance(name, str) or not name:
         raise KeyError(f"env id must be a non-empty string, got {name!r}")
+    ensure_suite(name)
     if name in gym.registry:
-        return gym.spec(name)
+        spec = gym.spec(name)
+        check_suite_installed(spec)
+        return spec
     if ":" not in name:
         raise _unknown_env_error(name)
     module_name, attr = name.split(":", 1)
@@ -138,11 +145,18 @@ class GymnasiumEnv(BaseEnv):
         if cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = cfg.max_episode_steps
         mode = cfg.vectorization_mode
+        wrappers = resolve_wrappers(cfg.wrappers)
         if mode == "auto" and self.num_envs == 1:
             self._mode = "single"
-            return SingleEnvVector(gym.make(spec, **kwargs))
+            return SingleEnvVector(apply_wrappers(gym.make(spec, **kwargs), wrappers))
+        if mode == "vector_entry_point" and wrappers:
+            raise ValueError(
+                f"env {self.env_id}: env.wrappers wrap each sub-env, which vectorization_mode='vector_entry_point' "
+                "does not have; use 'auto', 'sync' or 'async'"
+            )
         if mode == "auto":
-            mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
+            has_own = spec.vector_entry_point is not None and not wrappers
+            mode = "vector_entry_point" if has_own else "sync"
             if mode == "vector_entry_point":
                 env = gym.make_vec(spec, num_envs=self.num_envs, vectorization_mode=mode, **kwargs)
                 if env.metadata.get("autoreset_mode") == AutoresetMode.NEXT_STEP:
@@ -173,6 +187,7 @@ class GymnasiumEnv(BaseEnv):
             num_envs=self.num_envs,
             vectorization_mode=mode,
             vector_kwargs={"autoreset_mode": AutoresetMode.NEXT_STEP},
+            wrappers=[w.wrap for w in wrappers] or None,
             **kwargs,
         )
 

@@ -1,8 +1,9 @@
 """`WorkerSlot`: one env worker of an `EnvGroup` (its config, class, handle, restart and env-error counts).
 
-A slot knows how to build its worker, in this process or as a Ray actor, and
-how to stop it (`discard` also closes a worker that is still alive, as one
-whose env raised is); the group decides when. The env class is chosen from the
+A slot knows how to build its worker (a `RolloutWorker` around the env class),
+in this process or as a Ray actor, and how to stop it (`discard` also closes a
+worker that is still alive, as one whose env raised is); the group decides
+when. The env class is chosen from the
 config: ``ENVS[config.backend]`` when the backend is not ``gymnasium``; else
 ``ENVS[config.name]`` when the name is a registered `BaseEnv`; else the
 gymnasium backend.
@@ -17,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.gym_env import GymnasiumEnv
 from rlightning.env.multi_agent_env import RendezvousEnv  # noqa: F401 - registers "rendezvous" in ENVS
+from rlightning.env.rollout_worker import RolloutWorker
 from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
 from rlightning.types import EnvMeta
 from rlightning.utils.config import EnvConfig
@@ -77,14 +79,18 @@ class WorkerSlot:
         self.extra_kwargs = dict(self.env_cls.prepare(self.config) or {})
 
     def launch(self, remote: bool, env_vars: Optional[Dict[str, str]] = None) -> WorkerHandle:
-        """Build the worker, as a Ray actor when ``remote``.
+        """Build the worker (a `RolloutWorker` of ``env_cls``), as a Ray actor when ``remote``.
 
         ``env_vars`` (the run's placement, `Placement.env_vars`) go to the actor and are kept for relaunches;
         none ever given: the process's `InternalFlag` variables.
         """
         if env_vars is not None:
             self.env_vars = dict(env_vars)
-        kwargs = dict(worker_index=self.index, preprocess_fn=self.preprocess_fn, **self.extra_kwargs)
+        # A relaunched worker's episode ids start past every id its predecessors could have used.
+        base = self.restarts << 40
+        kwargs = dict(
+            worker_index=self.index, preprocess_fn=self.preprocess_fn, episode_id_base=base, **self.extra_kwargs
+        )
         if remote:
             options = {
                 "num_cpus": self.config.num_cpus,
@@ -92,9 +98,11 @@ class WorkerSlot:
                 "name": f"env-{self.env_id}-{uuid.uuid4().hex[:8]}",
                 "runtime_env": {"env_vars": self.env_vars or InternalFlag.get_env_vars()},
             }
-            worker = launch_ray_actor(self.env_cls, self.config, options=options, **kwargs)
+            if self.config.resources:
+                options["resources"] = dict(self.config.resources)
+            worker = launch_ray_actor(RolloutWorker, self.env_cls, self.config, options=options, **kwargs)
         else:
-            worker = self.env_cls(self.config, **kwargs)
+            worker = RolloutWorker(self.env_cls, self.config, **kwargs)
         self.handle = WorkerHandle(worker)
         return self.handle
 

@@ -17,8 +17,10 @@ import weakref
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from rlightning.notebook.checks import actor_resources, check_config, describe_need
+from rlightning.notebook.errors import ResourceError, install_short_errors
 from rlightning.notebook.run import Run
-from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig, MainConfig, PolicyConfig
+from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig, LogConfig, MainConfig, PolicyConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.ray.runtime import acquire_ray, release_ray
 
@@ -74,6 +76,24 @@ def _use_token(token: Optional[str], token_file: Optional[str]) -> None:
         logger.debug("could not refresh Ray's config: %s", err)
 
 
+def notebook_run_dir() -> Path:
+    """Where runs built in a notebook write (metrics, checkpoints) unless ``log.run_dir`` is set.
+
+    ``$RLIGHTNING_RUN_DIR``, else ``<temp dir>/rlightning-<user>/runs``: never the notebook's folder.
+    """
+    explicit = os.environ.get("RLIGHTNING_RUN_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    import getpass
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name (some containers)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"rlightning-{user}" / "runs"
+
+
 def _check_remote(remote: Any) -> None:
     if not isinstance(remote, bool):
         raise TypeError(f"remote must be True (Ray actors) or False (in this process), got {remote!r}")
@@ -91,6 +111,7 @@ class Lab:
         self._pieces: Dict[str, Any] = {}
         self._open = True
         _LIVE.add(self)
+        install_short_errors()
 
     # ------------------------------------------------------------------ factories
     @classmethod
@@ -210,23 +231,75 @@ class Lab:
             raise RuntimeError("this Lab was shut down; make a new one with Lab.local() or Lab.connect()")
 
     def build(self, cfg: MainConfig, name: str = "default", **buffer_fns: Any) -> Run:
-        """Build env group, policy group, buffer and engine; replaces (and stops) an earlier run of that name."""
+        """Build env group, policy group, buffer and engine; replaces (and stops) an earlier run of that name.
+
+        The whole config (env id included) is checked, and so are the CPUs and GPUs it asks of the
+        cluster, before any worker starts.
+
+        Raises:
+            ConfigError: a config problem (a ``ValueError``; an unknown name is also a ``KeyError``).
+            ResourceError: the cluster has not the CPUs/GPUs free that the config asks for (a ``ValueError``).
+        """
         self._check_open()
         if not isinstance(cfg, MainConfig):
             raise TypeError(
                 f"Lab.build expects a MainConfig (e.g. load_preset('cartpole_ppo')), got {type(cfg).__name__}"
             )
+        check_config(cfg)
         c = cfg.cluster
         self._require_gpus(
             c.train_worker_num * c.train_each_gpu_num + c.eval_worker_num * c.eval_each_gpu_num, "this config"
         )
+        self._require_free(cfg, name)
         self._close_named(name)
         from rlightning.utils.builders import build_run
 
-        parts = build_run(cfg.model_copy(deep=True), **buffer_fns)
-        run = Run(name, parts.engine.config, parts)
+        cfg = cfg.model_copy(deep=True)
+        if cfg.log.run_dir == LogConfig().run_dir:  # the default "runs": not the notebook's folder ("./runs" is)
+            cfg.log.run_dir = str(notebook_run_dir())
+        parts = build_run(cfg, **buffer_fns)
+        logger.info("run %r writes to %s", name, parts.engine.run_dir)
+        run = Run(name, parts.engine.config, parts, freeze=True)
         self._runs[name] = run
         return run
+
+    def _require_free(self, cfg: MainConfig, name: str) -> None:
+        """Fail at once when the actors of ``cfg`` cannot all be placed (Ray would wait forever)."""
+        import ray
+
+        need = actor_resources(cfg)
+        avail = ray.available_resources()
+        held = {other: actor_resources(run.config) for other, run in self._runs.items() if not run._closed}
+        returned = held.pop(name, {})  # the run this build replaces gives its share back
+        for kind in ("CPU", "GPU"):
+            asked = need.get(kind, 0.0)
+            free = float(avail.get(kind, 0.0)) + returned.get(kind, 0.0)
+            if asked <= free + 1e-9:
+                continue
+            others = ", ".join(f"{n!r} holds {r.get(kind, 0):g}" for n, r in held.items() if r.get(kind)) or "none"
+            total = float(ray.cluster_resources().get(kind, 0.0))
+            raise ResourceError(
+                f"run {name!r} needs {asked:g} {kind}s for its Ray actors ({describe_need(cfg, kind)}) but only "
+                f"{free:g} of the cluster's {total:g} are free (runs of this Lab: {others}); close a run "
+                f"(lab.runs[...].close() or build it under the same name to replace it), lower the per-worker "
+                f"{kind}s or worker counts, or start the Lab with more logical {kind}s "
+                f"(Lab.local(num_{kind.lower()}s=...))"
+            )
+
+    @property
+    def runs(self) -> Dict[str, Run]:
+        """The runs built by this Lab, by name."""
+        return dict(self._runs)
+
+    def compare(self, *runs: Run, live: bool = True) -> Any:
+        """Overlay several runs' curves (return against env steps, throughput) in one live view.
+
+        ``lab.compare()`` without arguments compares every run of this Lab.
+        """
+        from rlightning.widgets.compare import CompareView
+
+        chosen = list(runs) or [r for r in self._runs.values() if not r._closed]
+        return CompareView(chosen, live=live)
 
     def _close_named(self, name: str) -> None:
         old = self._runs.pop(name, None)
@@ -308,6 +381,7 @@ class Lab:
         self._close_named(name)
         for key in [k for k, v in self._pieces.items() if v in (env_group, policy_group, buffer)]:
             self._pieces.pop(key)  # the run owns them now
+        check_config(cfg)
         engine = build_engine(cfg, env_group, policy_group, buffer)
         run = Run(name, cfg, RunParts(env_group, policy_group, buffer, engine))
         self._runs[name] = run
@@ -358,6 +432,17 @@ class Lab:
             for k, v in rows
         )
         return f"<div class='rlightning-lab'><b>rlightning Lab</b><table>{body}</table></div>"
+
+    # ------------------------------------------------------------------ cluster launch (rlightning.notebook.launch)
+    @classmethod
+    def launch(cls, cluster_yaml: Any, **kwargs: Any) -> Lab:
+        """Start (or reuse) the cluster the YAML `ray up` takes describes, connect, and return its Lab.
+
+        The returned Lab also has ``teardown()`` (`ray down`). See `rlightning.notebook.launch.launch_lab`.
+        """
+        from rlightning.notebook.launch import launch_lab
+
+        return launch_lab(cls, cluster_yaml, **kwargs)
 
 
 @atexit.register

@@ -230,6 +230,28 @@ class BasePolicy:
         """Act deterministically (the mode of the action distribution) from now on."""
         self.deterministic = bool(deterministic)
 
+    def set_hyperparameters(self, values: Dict[str, float]) -> Dict[str, float]:
+        """Change config values from the next ``train()`` on (``Run.set``); returns them as now in effect.
+
+        A name that is not a field of the policy config is one of its optimizer's (``lr``). A changed
+        learning rate goes to the optimizer groups that were using the old one (and ``base_lr``).
+        """
+        for name, value in values.items():
+            target = self.config if name in type(self.config).model_fields else self.config.optim
+            old = getattr(target, name)
+            setattr(target, name, value)
+            if name.endswith("lr") and old is not None:
+                if getattr(self, "base_lr", None) == old:
+                    self.base_lr = float(value)
+                for opt in self._optimizers.values():
+                    for group in opt.param_groups:
+                        if abs(float(group["lr"]) - float(old)) <= 1e-12 * max(1.0, abs(float(old))):
+                            group["lr"] = float(value)
+        return {
+            name: getattr(self.config if name in type(self.config).model_fields else self.config.optim, name)
+            for name in values
+        }
+
     # ------------------------------------------------------------------ setup
 
     def setup(self, env_meta: EnvMeta, seed: Optional[int] = None) -> Dict[str, Any]:

@@ -94,6 +94,7 @@ def _launch(
     num_cpus: float,
     num_gpus: float,
     env_vars: Dict[str, str],
+    extra: Optional[Dict[str, Any]] = None,
 ):
     name = f"policy-{role}-{policy_cfg.type}-{str(uuid.uuid4())[:8]}"
     options: Dict[str, Any] = {
@@ -103,6 +104,7 @@ def _launch(
         "namespace": "policy",
         "runtime_env": {"env_vars": dict(env_vars)},
     }
+    options.update(extra or {})
     if role is PolicyRole.EVAL and policy_cfg.rollout_mode == "async":
         options["max_concurrency"] = policy_cfg.max_concurrency
     return launch_ray_actor(cls, policy_cfg, role_type=role, worker_index=index, options=options)
@@ -163,12 +165,29 @@ def build_policy_group(
     train_workers: List[Any] = []
     eval_workers: List[Any] = []
     group = None
+    train_pg = None
     try:
+        if p.remote_train and c.train_placement is not None:
+            from rlightning.utils.ray.placement_groups import TrainPlacement
+
+            train_pg = TrainPlacement(
+                c.train_worker_num, c.train_each_cpu_num, c.train_each_gpu_num, c.train_resources, c.train_placement
+            )
         for i in range(c.train_worker_num):
             if p.remote_train:
+                extra = dict(train_pg.options(i)) if train_pg is not None else {}
+                if c.train_resources:
+                    extra["resources"] = dict(c.train_resources)
                 train_workers.append(
                     _launch(
-                        train_cls, policy_cfg, PolicyRole.TRAIN, i, c.train_each_cpu_num, c.train_each_gpu_num, env_vars
+                        train_cls,
+                        policy_cfg,
+                        PolicyRole.TRAIN,
+                        i,
+                        c.train_each_cpu_num,
+                        c.train_each_gpu_num,
+                        env_vars,
+                        extra,
                     )
                 )
             else:
@@ -187,6 +206,7 @@ def build_policy_group(
                 worker.setup_resources(num_cpus=c.eval_each_cpu_num, num_gpus=c.eval_each_gpu_num)
                 eval_workers.append(worker)
         group = PolicyGroup(train_policy_list=train_workers, eval_policy_list=eval_workers, config=policy_cfg)
+        group.train_placement = train_pg
         if p.remote_eval:
             group.set_eval_relauncher(
                 lambda i: _launch(
@@ -208,5 +228,7 @@ def build_policy_group(
 
             for w in train_workers + eval_workers:
                 WorkerHandle(w).kill()
+            if train_pg is not None:
+                train_pg.remove()
         raise
     return group

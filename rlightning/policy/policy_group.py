@@ -77,6 +77,8 @@ class PolicyGroup:
         # Fault handling: relaunching dead eval worker actors (it owns its state, and calls replace_eval_worker).
         self.recovery = EvalRecovery(self, len(self.eval_workers), config.max_restarts)
         self._rendezvous_file: Optional[Path] = None
+        #: The train workers' placement group (`TrainPlacement`) when the builder made one; removed by `shutdown`.
+        self.train_placement: Any = None
 
     # ------------------------------------------------------------------ setup
 
@@ -495,6 +497,8 @@ class PolicyGroup:
             w.kill()
         if self._rendezvous_file is not None:
             self._rendezvous_file.unlink(missing_ok=True)
+        if self.train_placement is not None:
+            self.train_placement.remove()
         self._closed = True
 
     def close(self) -> None:

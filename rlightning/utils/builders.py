@@ -21,7 +21,7 @@ from rlightning.utils.config import MainConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.placement import Placement
 from rlightning.utils.registry import BUFFERS, ENGINE, POLICIES
-from rlightning.utils.validate import validate_config
+from rlightning.utils.validate import acting_cluster, validate_config
 
 logger = get_logger(__name__)
 
@@ -88,8 +88,9 @@ def build_run(config: MainConfig, **buffer_fns: Any) -> RunParts:
     try:
         env_group = build_env_group(config.env, placement=placement)
         built.append(env_group)
+        cluster = acting_cluster(config)  # env workers that act need no eval worker
         policy_group = build_policy_group(
-            config.policy.type, config.policy, config.cluster, backend=_backend(config), placement=placement
+            config.policy.type, config.policy, cluster, backend=_backend(config), placement=placement
         )
         built.append(policy_group)
         buffer = build_data_buffer(config.buffer.type, config.buffer, placement=placement, **fns)

@@ -34,7 +34,7 @@ an attribute that is not a field (``cfg.train.iteratons = 5``) raises
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, get_args
+from typing import Any, Dict, List, Literal, Optional, Union, get_args
 
 from pydantic import (
     BaseModel,
@@ -175,10 +175,27 @@ class EnvConfig(_Config):
     """Logical CPUs reserved by each remote env worker."""
     num_gpus: float = Field(0.0, ge=0)
     """GPUs reserved by each remote env worker."""
+    resources: Dict[str, float] = Field(default_factory=dict)
+    """Custom Ray resources reserved by each remote env worker (``{"node_a": 1}`` pins them to nodes offering it)."""
     max_restarts: int = Field(3, ge=0)
     """How many times an env worker is recreated (its actor died, or its env raised) before the run stops."""
     out_of_bounds_action: Literal["pass", "clip", "raise"] = "pass"
     """Box actions outside the bounds: passed to the env unchanged (most envs clip), clipped here, or rejected."""
+    wrappers: List[Union[str, Dict[str, Any]]] = Field(default_factory=list)
+    """Gymnasium wrappers around every sub-env, in order: short names (``frame_stack``, ``atari_preprocessing``,
+    ...), ``gymnasium.wrappers`` class names or ``module:Class``, each optionally ``{name: ..., kwargs: {...}}``."""
+
+    @field_validator("wrappers")
+    @classmethod
+    def _known_wrappers(cls, value: List[Any]) -> List[Any]:
+        # Resolved here, so an unknown wrapper or argument fails when the config is built, before any actor.
+        from rlightning.env.wrappers import resolve_wrappers
+
+        try:
+            resolve_wrappers(value)
+        except (KeyError, TypeError) as err:
+            raise ValueError(err.args[0] if err.args else str(err)) from None
+        return value
 
 
 class OptimConfig(_Config):
@@ -354,6 +371,10 @@ class BufferConfig(_Config):
     """Seed of the samplers (shard ``i`` uses ``seed + i``); None draws a random one."""
     on_shard_loss: Literal["replace", "raise"] = "replace"
     """A storage shard actor that dies: replaced by an empty shard (what it held is reported), or the run stops."""
+    node_affinity_env: bool = False
+    """Remote shards: placed on the nodes their env workers landed on, each env writing to a shard on its node."""
+    node_affinity_train: bool = False
+    """Each train worker samples from the shards on its own node (with ``node_affinity_env``)."""
 
 
 class TrainConfig(_Config):
@@ -433,6 +454,10 @@ class ClusterConfig(_Config):
     """Run storage shards as Ray actors."""
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     """torch.distributed backend: ``auto`` is nccl with GPUs, gloo otherwise."""
+    train_resources: Dict[str, float] = Field(default_factory=dict)
+    """Custom Ray resources reserved by each remote train worker (``{"node_a": 1}`` pins them to such nodes)."""
+    train_placement: Optional[Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]] = None
+    """Remote train workers gathered in a Ray placement group with this strategy (None: no placement group)."""
 
 
 class LogConfig(_Config):

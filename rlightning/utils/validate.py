@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from rlightning.utils.config import ConfigError, MainConfig, UnknownNameError
+from rlightning.utils.config import ClusterConfig, ConfigError, MainConfig, UnknownNameError
 from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
 
 
@@ -42,6 +42,19 @@ def probe_action_space(config: MainConfig) -> Optional[Any]:
         return env.action_space
     finally:
         env.close()
+
+
+def acting_cluster(config: MainConfig) -> ClusterConfig:
+    """The cluster config the policy group is built from.
+
+    With ``cluster.inference="env_workers"`` the env workers act with their own policy copies, so no eval
+    worker would ever act: ``eval_worker_num`` counts as 0 (evaluation episodes are played by train
+    worker 0). The eval engine never acts in env workers and keeps its eval workers.
+    """
+    cluster = config.cluster
+    if cluster.inference == "env_workers" and config.engine != "eval" and cluster.eval_worker_num:
+        return cluster.model_copy(update={"eval_worker_num": 0})
+    return cluster
 
 
 def validate_config(config: MainConfig) -> None:

@@ -3,7 +3,7 @@
 import pytest
 
 from rlightning.buffer import ReplayBuffer, RolloutBuffer
-from rlightning.buffer import data_buffer as data_buffer_module
+from rlightning.buffer import shard_recovery as shard_module
 from rlightning.buffer.utils.utils import make_gae_postprocess_fn
 from rlightning.types import BatchedData, is_object_ref
 from rlightning.utils.config import BufferConfig
@@ -26,8 +26,8 @@ def test_remote_shards_take_refs_and_sample_per_worker(ray_runtime, remote_flags
     try:
         assert buf.is_remote and buf.num_storages == 2
         resolved = []
-        original = data_buffer_module.resolve
-        monkeypatch.setattr(data_buffer_module, "resolve", lambda xs, **kw: resolved.append(list(xs)) or original(xs))
+        original = shard_module.resolve  # the shard set makes the calls (DataBuffer routes)
+        monkeypatch.setattr(shard_module, "resolve", lambda xs, **kw: resolved.append(list(xs)) or original(xs))
         put = []
         rets = [e.reset() for e in envs]
         for _ in range(12):
@@ -80,5 +80,29 @@ def test_remote_rollout_buffer_gae_and_clear(ray_runtime, remote_flags):
         parts = buf.sample()
         assert sum(p.batch_size[0] for p in parts) == total > 0 and "advantage" in parts[0].keys()
         assert buf.get_size() == 0
+    finally:
+        buf.close()
+
+
+def test_remote_shards_take_records(ray_runtime, remote_flags):
+    from tests.buffer.test_storage_write import _chunks, _records
+
+    remote_flags(REMOTE_STORAGE=True)
+    envs = make_envs(3)
+    buf = ReplayBuffer(config=BufferConfig(capacity=300, seed=0))
+    buf.init([e.meta for e in envs], num_storages=2, num_train_workers=2, storage_options=OPTIONS)
+    try:
+        chunks = [_chunks(_records(e, 12), 6) for e in envs]
+        for step in range(2):
+            buf.add_rollouts([c[step] for c in chunks])
+        data = buf.get_data()
+        for tag in range(3):
+            assert check_transitions(data[data["obs"][:, 4] == tag], envs[0].lengths) == 0
+        assert len(data) == buf.get_size() > 0
+        bad = chunks[0][0].clone()
+        bad["next", "reward"] = bad["next", "reward"].double()
+        with pytest.raises(ValueError, match=r"'next.reward' has dtype float64, expected float32"):
+            buf.add_rollout(bad)  # the actor's ValueError reaches the caller as a ValueError
+        assert buf.get_size() == len(data)
     finally:
         buf.close()

@@ -120,8 +120,8 @@ def test_many_envs_long_run_record_stays_bounded():
     st = make_storage(env, capacity=100_000)
     rollout(st, env, 300)
     check_transitions(st.get_data(), env.lengths)
-    tracker = st._trackers[env.env_id]
-    assert tracker.record["obs"].shape[0] <= 128  # compacted, not one slot per step
+    tail = st.writer.open[env.env_id].tail
+    assert tail.stride <= 4 * (max(lengths) + 1)  # the open steps only, compacted, not one column per step
 
 
 def test_auto_truncate_off_keeps_flags_but_not_boundaries():
@@ -190,9 +190,17 @@ def test_standard_full_step_leaves_everything_and_can_be_retried():
     with pytest.raises(StorageFullError, match=r"capacity 4 transitions, size 0, env 'Fake-0' step needs 6 more"):
         st.add_transition(env_ret, resp)
     assert len(st) == 0 and st.stats()["in_progress"] == 6
+    with pytest.raises(StorageFullError):  # still no room: the same refusal, nothing changed
+        st.add_transition(env_ret, resp)
+    assert len(st) == 0 and st.stats()["in_progress"] == 6
     st2 = make_storage(env, capacity=6, mode="standard")
-    st2._trackers = st._trackers
-    st2.add_transition(env_ret, resp)  # the same step, retried with room
+    replay = FakeVecEnv(num_envs=2, lengths=[3, 3])
+    ret = replay.reset()
+    for _ in range(3):
+        r = respond(ret)
+        st2.add_transition(ret, r)
+        ret = replay.step(r.action)
+    st2.add_transition(env_ret, resp)  # the refused step, with room
     check_transitions(st2.get_data(), env.lengths)
     assert len(st2) == 6
 
@@ -278,10 +286,24 @@ def test_add_episode_accepts_tensordict_and_single_env_shapes():
     assert len(data) == 4 and data["truncated"].tolist() == [False, False, False, True]
 
 
+def test_add_episode_stores_the_keys_it_is_given():
+    st = make_storage()
+    st.add_episode({"obs": torch.arange(8.0).reshape(4, 2)})  # no action, no reward: valid without returns
+    data = st.get_data()
+    assert sorted(data.keys()) == ["done", "next_obs", "obs", "terminated", "truncated"]
+    assert data["next_obs"][:, 0].tolist() == [2.0, 4.0, 6.0] and data["truncated"].tolist() == [False, False, True]
+    gae_st = make_storage(postprocess_fn=make_gae_postprocess_fn(0.9, 0.9))
+    with pytest.raises(KeyError, match=r"GAE needs a 'reward' key in the episode"):
+        gae_st.add_episode({"obs": torch.zeros(4, 2), "value": torch.zeros(3)})
+    assert len(gae_st) == 0
+
+
 def test_add_episode_errors():
     st = make_storage()
-    with pytest.raises(KeyError, match=r"add_episode needs key 'reward'"):
-        st.add_episode({"obs": torch.zeros(3, 1), "action": torch.zeros(3, 1)})
+    with pytest.raises(KeyError, match=r"add_episode needs key 'obs'"):
+        st.add_episode({"action": torch.zeros(3, 1)})
+    with pytest.raises(TypeError, match=r"add_episode: key 'obs' must hold real numbers or booleans, got dtype object"):
+        st.add_episode({"obs": np.array([None] * 4)})
     with pytest.raises(ValueError, match=r"needs 'next_obs', or T \+ 1 = 4 observations"):
         st.add_episode({"obs": torch.zeros(3, 1), "action": torch.zeros(3, 1), "reward": torch.zeros(3, 1)})
     with pytest.raises(ValueError, match=r"key 'action' has shape \(3, 2\), expected \[T=3, num_envs=1"):

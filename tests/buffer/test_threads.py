@@ -30,7 +30,6 @@ def fast_switching():
 
 def test_views_reading_while_the_engine_writes_see_and_leave_whole_episodes(fast_switching, monkeypatch):
     # the writer flushes its queue every few episodes, so its writes and the reader's flushes meet often
-    monkeypatch.setattr("rlightning.buffer.utils.storage_write.FLUSH_ROWS", 8)
     envs = make_envs(2, num_envs=4, lengths=(2, 3, 5, 7))
     twin_envs = make_envs(2, num_envs=4, lengths=(2, 3, 5, 7))
     buf, twin = _buffer(envs), _buffer(twin_envs)

@@ -38,16 +38,12 @@ def test_env_worker_copies_follow_every_weight_sync(tmp_path, build):
     assert metrics["env_steps"] == 32 * 8
     after = train.call("weights_checksum")
     assert after != before and set(_copies_checksums(engine).values()) == {after}
-    versions = {int(r.weight_version) for r in _one_chunk(engine).policy_resps}
+    versions = {r.weight_version for _, r in engine.env_group.collect_rollouts(1)}
     assert versions == {engine.policy_group.weight_version}
     rec = engine.timing.records[0]
     for key in ("rollout", "train", "sync_weights", "env_step", "inference", "buffer_add"):
         assert rec[key] > 0, key
     assert np.isfinite(metrics["policy_loss"])
-
-
-def _one_chunk(engine):
-    return next(iter(engine.env_group.collect_rollouts(engine._env_rets, 1)))[1]
 
 
 @pytest.mark.ray
@@ -95,9 +91,8 @@ def test_a_ray_train_workers_weights_reach_the_copies_without_a_copy_through_the
     engine.step()
     checksum = engine.policy_group.train_workers[0].call("weights_checksum")
     assert set(_copies_checksums(engine).values()) == {checksum}
-    stored, version = engine.env_group._policy_weights
-    assert version == engine.policy_group.weight_version
-    assert is_object_ref(stored) == remote_env  # Ray env workers read the train actor's object; local ones a dict
+    assert engine.env_weight_sync.effective == "object_store"  # the train actor's object, read by every copy
+    assert engine.env_weight_sync.version == engine.policy_group.weight_version
     assert dict not in puts, f"weights were put again from the driver: {puts}"
 
 
@@ -112,3 +107,119 @@ def test_a_seeded_run_on_ray_env_workers_trains_the_same_weights_twice(tmp_path,
         losses.append([m["policy_loss"] for m in history])
         engine.close()
     assert losses[0] == losses[1] and checksums[0] == checksums[1], (losses, checksums)
+
+
+def test_env_workers_act_so_no_eval_worker_is_built_and_evaluation_still_plays(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False, IN_ENV_WORKERS, "train.eval_episodes=3")).engine
+    assert engine.config.cluster.eval_worker_num == 1  # the config is left as written
+    group = engine.policy_group
+    assert group.eval_workers == [] and group.stats()["weight_sync"]["effective"] == "none"
+    # The env workers' copies are the acting eval policy: same strategies, here the direct in-process copy.
+    assert engine.env_weight_sync.effective == "local_copy"
+    assert engine.env_weight_sync.version == group.weight_version == 1
+    result = engine.evaluate()
+    assert result["episodes"] == 3 and result["return_mean"] > 0
+    assert engine.evaluator.env_group is not None
+    engine.close()
+    assert engine.evaluator.env_group is None
+
+
+def test_the_per_step_layout_keeps_its_eval_worker(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False, "cluster.inference=eval_workers")).engine
+    assert len(engine.policy_group.eval_workers) == 1 and engine.env_weight_sync is None
+
+
+def test_the_eval_engine_keeps_its_eval_workers_whatever_the_inference_setting():
+    from rlightning.utils.config import apply_overrides, load_preset
+    from rlightning.utils.validate import acting_cluster
+
+    cfg = load_preset("cartpole_ppo")
+    assert cfg.cluster.inference == "env_workers" and acting_cluster(cfg).eval_worker_num == 0
+    assert acting_cluster(apply_overrides(cfg, ["engine=eval"])).eval_worker_num == cfg.cluster.eval_worker_num
+    per_step = apply_overrides(cfg, ["cluster.inference=eval_workers"])
+    assert acting_cluster(per_step) is per_step.cluster
+
+
+def test_a_collector_owns_the_rollout_state_and_the_stop_flag(tmp_path, build):
+    engine = build(small_ppo(tmp_path, False, "cluster.inference=eval_workers")).engine
+    collector = engine.collector
+    assert not collector.started and collector.env_rets is None
+    engine.rollout()
+    assert collector.started and list(collector.env_rets.ids()) == engine.env_ids
+    engine.stop()
+    assert collector.stop_requested and engine.stop_requested
+    engine.run(iterations=1)  # run() clears an earlier stop request
+    assert engine.iteration == 1
+    engine.load(str(engine.save()))
+    assert not collector.started  # a loaded checkpoint resets the envs on the next rollout
+
+
+class _RecordBuffer:
+    """A buffer that takes records (what DataBuffer.add_rollout receives), for the collector alone."""
+
+    def __init__(self):
+        self.records, self.truncated = [], []
+
+    def add_rollout(self, td):
+        self.records.append(td)
+
+    def add_rollouts(self, tds):
+        self.records.extend(tds)
+
+    def truncate_episodes(self, env_ids=None):
+        self.truncated.append(list(env_ids or []))
+
+
+class _Zeros:
+    """Acts 0 everywhere (a stand-in policy group for the per-step layout)."""
+
+    def rollout_batch(self, batch):
+        from rlightning.types import BatchedData, PolicyResponse
+
+        return BatchedData(
+            list(batch.ids()),
+            [PolicyResponse(i, action=np.zeros(r.observation.shape[0], np.int64)) for i, r in batch.items()],
+        )
+
+
+def test_the_per_step_layout_stores_one_record_per_worker_and_rollout():
+    from rlightning.engine.collect import Collector
+    from rlightning.engine.timing import Timing
+    from rlightning.env import EnvGroup
+    from rlightning.types import validate_record
+    from rlightning.utils.config import EnvConfig
+
+    group = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=3), EnvConfig(name="CartPole-v1", num_envs=2)])
+    metas = group.init()
+    buffer = _RecordBuffer()
+    collector = Collector(group, _Zeros(), buffer, Timing(), group.env_ids, 5, in_env_workers=False, env_metas=metas)
+    try:
+        assert collector.collect(12, seed=3) == 12 * 5
+        # One [N, T] record per worker, in worker order: the shape the env-worker layout stores.
+        assert [r.get_non_tensor("env_id") for r in buffer.records] == group.env_ids
+        assert [tuple(r.batch_size) for r in buffer.records] == [(3, 12), (2, 12)]
+        for rec in buffer.records:
+            validate_record(rec, observation_space=metas[0].observation_space, require_env_id=True)
+            assert torch.equal(rec["next", "obs"][:, :-1], rec["obs"][:, 1:])
+            assert bool(rec["next", "done"].any())  # pushing left: poles fall
+            # The step after a done row is not valid and starts the row's next episode.
+            assert torch.equal(~rec["valid"][:, 1:], rec["next", "done"][:, :-1])
+            ids = rec["episode_id"]
+            assert torch.equal(ids[:, 1:] != ids[:, :-1], rec["next", "done"][:, :-1])
+        # The one-step API (asyncrl) holds a step until its next EnvRets are known, then stores [N] records.
+        buffer.records.clear()
+        resps = collector.act()
+        collector.store_step(resps)
+        assert buffer.records == []
+        collector.advance(resps)
+        collector.flush()
+        assert [tuple(r.batch_size) for r in buffer.records] == [(3,), (2,)]
+        first = dict(zip(group.env_ids, buffer.records))
+        np.testing.assert_array_equal(
+            first[group.env_ids[0]]["next", "obs"].numpy(), collector.env_rets[0][1].observation
+        )
+        # A second reset truncates the episodes in progress.
+        collector.reset(seed=4)
+        assert buffer.truncated == [group.env_ids]
+    finally:
+        group.close()

@@ -59,7 +59,7 @@ def test_interrupt_stops_cleanly_between_phases(tmp_path, build):
 def test_stop_flag_breaks_a_rollout(tmp_path, build):
     e = build(small_ppo(tmp_path, False, "cluster.inference=eval_workers")).engine
     e.stop()
-    e._stop_requested.set()
+    assert e.stop_requested
     out = e.iteration_phases()
     assert out["rollout_env_steps"] == 8  # one step, then the flag was seen
     assert "policy_loss" not in out
@@ -67,7 +67,7 @@ def test_stop_flag_breaks_a_rollout(tmp_path, build):
 
 def test_stop_flag_with_env_worker_inference_stops_after_the_rollout(tmp_path, build):
     e = build(small_ppo(tmp_path, False, "cluster.inference=env_workers")).engine
-    e._stop_requested.set()
+    e.stop()
     out = e.iteration_phases()
     assert out["rollout_env_steps"] == 32 * 8  # the workers' one call per rollout runs to its end
     assert "policy_loss" not in out

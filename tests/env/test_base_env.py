@@ -65,8 +65,12 @@ def test_check_policy_resp_rejects_other_envs_and_other_types():
 
 
 def test_step_report_returns_the_finished_episodes():
-    env = _Minimal(EnvConfig(num_envs=2))
-    env_ret, (returns, lengths) = env.step_report(PolicyResponse(env.env_id, action=np.zeros(2)))
+    """step_report moved from BaseEnv to the RolloutWorker that holds the env (BaseEnv: reset/step/metadata)."""
+    from rlightning.env import RolloutWorker
+
+    worker = RolloutWorker(_Minimal, EnvConfig(num_envs=2))
+    assert not hasattr(worker.env, "step_report") and not hasattr(worker.env, "collect")
+    env_ret, (returns, lengths) = worker.step_report(PolicyResponse(worker.env_id, action=np.zeros(2)))
     assert isinstance(env_ret, EnvRet)
     assert returns == [5.0, 5.0] and lengths == [5, 5]
 

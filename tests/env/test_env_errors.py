@@ -284,17 +284,19 @@ def test_a_rollout_cut_by_an_env_error_keeps_the_steps_before_it(tmp_path):
     )
     try:
         flaky, steady = group.env_ids
-        chunks = dict(group.collect_rollouts(group.reset(seed=0), num_steps=6))
-        cut = chunks[flaky]
+        group.reset(seed=0)
+        results = dict(group.collect_rollouts(num_steps=6))
+        cut = results[flaky]
         assert cut.num_steps == 3 and isinstance(cut.error, RuntimeError)  # the 4th step call raised
         assert "simulator crashed at step call 4" in str(cut.error)
-        assert [r.observation[0, 0] for r in cut.env_rets] == [0.0, 1.0, 2.0]
-        np.testing.assert_array_equal(cut.last.observation[:, 0], [0.0, 0.0])  # the rebuilt env's reset
-        assert chunks[steady].num_steps == 6 and chunks[steady].error is None
+        assert cut.record["obs"][0, :, 0].tolist() == [0.0, 1.0, 2.0]  # the record holds the steps before it
+        # The rebuilt env's reset is where the worker stands now.
+        np.testing.assert_array_equal(group.workers[flaky].current_env_ret.observation[:, 0], [0.0, 0.0])
+        assert results[steady].num_steps == 6 and results[steady].error is None
         assert group.pop_restarted_env_ids() == [flaky] and group.stats()["env_errors"][flaky] == 1
         assert group.stats()["env_steps"] == 3 * 2 + 6 * 2
-        again = dict(group.collect_rollouts(BatchedData(group.env_ids, [c.last for c in chunks.values()]), 2))
-        assert again[flaky].num_steps == 2 and again[flaky].env_rets[0] is cut.last
+        again = dict(group.collect_rollouts(2))
+        assert again[flaky].num_steps == 2 and again[flaky].record["obs"][:, 0, 0].tolist() == [0.0, 0.0]
     finally:
         group.close()
 
@@ -306,12 +308,13 @@ def test_a_worker_built_anew_gets_its_policy_copy_and_weights_back():
     try:
         (env_id,) = group.env_ids
         old = group.workers[env_id]
-        ((_, chunk),) = list(group.collect_rollouts(group.reset(seed=0), num_steps=5))
-        assert chunk.num_steps == 2 and isinstance(chunk.error, RuntimeError)
+        group.reset(seed=0)
+        ((_, result),) = list(group.collect_rollouts(num_steps=5))
+        assert result.num_steps == 2 and isinstance(result.error, RuntimeError)
         new = group.workers[env_id]
         assert new is not old and new.policy_weights_checksum() == train.weights_checksum()
-        ((_, chunk),) = list(group.collect_rollouts(BatchedData([env_id], [chunk.last]), num_steps=2))
-        assert chunk.error is None and {int(r.weight_version) for r in chunk.policy_resps} == {7}
+        ((_, result),) = list(group.collect_rollouts(num_steps=2))
+        assert result.error is None and result.weight_version == 7 and result.num_steps == 2
     finally:
         group.close()
 
@@ -321,12 +324,13 @@ def test_a_failing_policy_copy_is_raised_not_retried(tmp_path, monkeypatch):
     try:
         worker = group.workers[group.env_ids[0]]
 
-        def broken(env_rets):
+        def broken(obs, deterministic=False):
             raise RuntimeError("the network produced NaN")
 
-        monkeypatch.setattr(worker._policy, "rollout_batch", broken)
+        monkeypatch.setattr(worker.policy, "compute_actions", broken)
+        group.reset(seed=0)
         with pytest.raises(RuntimeError, match="the network produced NaN"):
-            list(group.collect_rollouts(group.reset(seed=0), num_steps=3))
+            list(group.collect_rollouts(num_steps=3))
         assert group.stats()["total_restarts"] == 0 and group.workers[group.env_ids[0]] is worker
     finally:
         group.close()

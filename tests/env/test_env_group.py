@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tests.support.env_fixed  # noqa: F401 - registers FixedLength-v0
-from rlightning.env import EnvGroup, GymnasiumEnv
+from rlightning.env import EnvGroup, GymnasiumEnv, RolloutWorker
 from rlightning.types import BatchedData, EnvRet, MultiAgentPolicyResponse, PolicyResponse
 from rlightning.utils.config import EnvConfig
 
@@ -43,7 +43,8 @@ def test_init_returns_metas_with_global_indices(group):
     assert [m.env_id for m in metas] == ["FixedLength-v0-0", "FixedLength-v0-1", "FixedLength-v0-2"]
     assert [m.num_envs for m in metas] == [2, 2, 3]
     assert group.env_metas == metas and not group.is_remote
-    assert all(isinstance(w, GymnasiumEnv) for w in group.workers.values())
+    # Each worker is a RolloutWorker holding its env.
+    assert all(isinstance(w, RolloutWorker) and isinstance(w.env, GymnasiumEnv) for w in group.workers.values())
 
 
 def test_reset_seeds_each_worker_after_the_sub_envs_before_it(group):

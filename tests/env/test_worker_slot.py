@@ -38,7 +38,7 @@ def test_local_launch_and_stop():
     slot.prepare()
     assert "env_spec" in slot.extra_kwargs
     handle = slot.launch(remote=False)
-    assert not handle.is_remote and isinstance(handle.worker, GymnasiumEnv)
+    assert not handle.is_remote and isinstance(handle.worker.env, GymnasiumEnv)  # a RolloutWorker around it
     slot.stop()
     assert slot.handle is None
 

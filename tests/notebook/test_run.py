@@ -51,3 +51,188 @@ def test_shutdown_stops_what_the_lab_built(tmp_path, lab):
     assert run._closed
     with pytest.raises(RuntimeError, match="run 'a' is closed"):
         run.step()
+
+
+@pytest.mark.ray
+def test_run_set_reaches_a_ray_train_worker_and_the_metrics(tmp_path, lab):
+    cfg = small_ppo(tmp_path, False, "cluster.remote_train=true", "cluster.train_each_cpu_num=0.25")
+    cfg.policy.optim.anneal_lr = False
+    run = lab.build(cfg)
+    assert run.policy_group.train_workers[0].is_remote
+    assert run.step()["lr"] == pytest.approx(cfg.policy.optim.lr)
+    assert run.set(lr=2e-4, clip_coef=0.15) == {"lr": 2e-4, "clip_coef": 0.15}
+    metrics = run.step()
+    assert metrics["lr"] == pytest.approx(2e-4), "the Ray train worker trained with the new learning rate"
+    assert metrics["set_lr"] == 2e-4 and metrics["set_clip_coef"] == 0.15
+    assert run.config.policy.optim.lr == 2e-4
+    with pytest.raises(KeyError, match="'update_epoch' cannot be changed on a built run; settable: .*ent_coef"):
+        run.set(update_epoch=2)
+
+
+@pytest.mark.ray
+def test_build_that_cannot_get_its_cpus_fails_at_once(tmp_path, lab):
+    import ray
+
+    free = float(ray.available_resources().get("CPU", 0))
+    per_worker = int(free / 2 * 100) / 100
+    hungry = [f"env.num_cpus={per_worker}", "cluster.remote_env=true"]
+    first = lab.build(small_ppo(tmp_path, False, *hungry), name="first")
+    assert first.engine.iteration == 0
+    with pytest.raises(
+        ValueError,
+        match=r"run 'second' needs [\d.]+ CPUs for its Ray actors \(2 env workers x "
+        r"[\d.]+\) but only [\d.]+ of the cluster's [\d.]+ are free \(runs of this Lab: 'first' holds",
+    ):
+        lab.build(small_ppo(tmp_path, False, *hungry), name="second")
+    assert sorted(lab.runs) == ["first"], "nothing of the failed build was kept"
+    lab._require_free(small_ppo(tmp_path, False, *hungry), "first")  # replacing 'first' gets its CPUs back
+
+
+@pytest.mark.ray
+def test_bad_env_id_is_caught_before_any_worker_starts(tmp_path, lab, monkeypatch):
+    import rlightning.utils.builders as builders
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("build_run was reached")
+
+    monkeypatch.setattr(builders, "build_run", no_build)
+    from rlightning.utils.config import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match=r"env.name: unknown env id 'CartPol-v1'.*'CartPole-v1'") as info:
+        lab.build(small_ppo(tmp_path, False, "env.name=CartPol-v1"))
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_ray_start_up_lines_go_to_the_rlightning_logger(caplog):
+    import logging
+
+    from rlightning.utils.ray.runtime import ray_messages_to_logger
+
+    ray_logger = logging.getLogger("ray")
+    before = list(ray_logger.handlers)
+    with caplog.at_level(logging.INFO, logger="rlightning"), ray_messages_to_logger():
+        logging.getLogger("ray._private.worker").info("Started a local Ray instance.")
+        logging.getLogger("ray._private.authentication").warning("Token authentication is enabled")
+    assert ray_logger.handlers == before, "Ray's own handlers are back after the start"
+    got = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("rlightning.utils.ray.runtime", "INFO", "ray: Started a local Ray instance.") in got
+    assert ("rlightning.utils.ray.runtime", "INFO", "ray: Token authentication is enabled") in got
+
+
+def test_user_errors_are_shown_as_one_message(capsys):
+    from IPython.testing.globalipapp import get_ipython
+
+    from rlightning.notebook.errors import install_short_errors
+
+    shell = get_ipython()
+    assert install_short_errors()
+    shell.run_cell(
+        "from rlightning.utils.config import load_preset\ncfg = load_preset('cartpole_ppo')\n"
+        "cfg.train.rollout_step = 3",
+        store_history=True,
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("UnknownKeyError: ") and "rollout_steps" in err and "%tb shows the full traceback" in err
+    assert "Traceback" not in err and "site-packages" not in err
+    shell.set_custom_exc((), None)
+
+
+def test_notebook_runs_write_under_a_temp_dir_not_the_working_dir(monkeypatch, tmp_path):
+    from rlightning.notebook.lab import notebook_run_dir
+
+    monkeypatch.delenv("RLIGHTNING_RUN_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert not str(notebook_run_dir()).startswith(str(tmp_path)) and notebook_run_dir().name == "runs"
+    monkeypatch.setenv("RLIGHTNING_RUN_DIR", str(tmp_path / "mine"))
+    assert notebook_run_dir() == tmp_path / "mine"
+
+
+@pytest.mark.ray
+def test_lab_build_default_run_dir_metrics_df_and_compare(tmp_path, lab, monkeypatch):
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    monkeypatch.setenv("RLIGHTNING_RUN_DIR", str(tmp_path / "nb-runs"))
+    monkeypatch.chdir(tmp_path)
+    cfg = apply_overrides(
+        load_preset("cartpole_ppo"),
+        [
+            "env.num_workers=1",
+            "env.num_envs=4",
+            "train.rollout_steps=32",
+            "log.progress=false",
+            "cluster.remote_env=false",
+        ],
+    )
+    a = lab.build(cfg, name="a")
+    b = lab.build(cfg, name="b")
+    assert str(a.engine.run_dir).startswith(str(tmp_path / "nb-runs"))
+    a.run(iterations=2)
+    b.step()
+    assert not (tmp_path / "runs").exists(), "nothing is written into the working directory"
+    df = a.metrics_df()
+    assert list(df["iteration"]) == [1, 2] and "episode_return_mean" in df.columns
+    view = lab.compare(a, b, live=False)
+    assert [r["name"] for r in view.state["runs"]] == ["a", "b"] and view.png[:4] == b"\x89PNG"
+    assert [r["iteration"] for r in view.state["runs"]] == [2, 1]
+    with pytest.raises(TypeError, match="compare\\(\\) takes Run objects"):
+        lab.compare(a, "b")
+
+
+def test_tensorboard_extra_writes_event_files_that_read_back(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlightning.notebook.run import Run
+    from rlightning.utils.builders import build_run
+
+    parts = build_run(small_ppo(tmp_path, False, "log.tensorboard=true", "log.name=tb-run"))
+    run = Run("tb", parts.engine.config, parts)
+    try:
+        run.run(iterations=2)
+        steps = [m["env_steps"] for m in run.metrics]
+        losses = [m["policy_loss"] for m in run.metrics]
+    finally:
+        run.close()
+    events = EventAccumulator(str(tmp_path / "tb-run" / "tb"))
+    events.Reload()
+    scalars = events.Scalars("policy_loss")
+    assert [s.step for s in scalars] == steps
+    assert [s.value for s in scalars] == pytest.approx(losses, rel=1e-6)
+    assert "episode_return_mean" in events.Tags()["scalars"]
+
+
+README_SECOND_BUILD = """
+from rlightning.notebook import Lab, ResourceError
+from rlightning.utils.config import load_preset
+lab = Lab.local(num_cpus=2)
+cfg = load_preset("cartpole_ppo")
+cfg.log.run_dir = {run_dir!r}
+run = lab.build(cfg)
+try:
+    lab.build(load_preset("cartpole_ppo"), name="second")
+except ResourceError as err:
+    print("RESOURCE-ERROR:", err)
+run.step()
+print("FIRST-RUN-STEPPED", run.engine.iteration)
+lab.shutdown()
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_readme_second_build_on_two_cpus_fails_at_once_naming_the_cpus(tmp_path):
+    import subprocess
+    import sys
+
+    script = README_SECOND_BUILD.format(run_dir=str(tmp_path / "runs"))
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (
+        "RESOURCE-ERROR: run 'second' needs 2 CPUs for its Ray actors (2 env workers x 1) but only 0 of the "
+        "cluster's 2 are free (runs of this Lab: 'default' holds 2)" in out.stdout
+    ), out.stdout
+    assert "FIRST-RUN-STEPPED 1" in out.stdout, "the first run is untouched by the failed build"
+    assert "Started a local Ray instance" not in out.stderr and "Token authentication" not in out.stderr

@@ -144,10 +144,150 @@ def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
     # The quickstart's rollout buffer is emptied by each training sample, so its size reads 0 whenever a
     # refresh falls between iterations; the lifetime count must climb with every rollout.
     assert sizes, "the BufferView showed no stored size"
-    assert len(set(written)) >= 3, f"the BufferView's written count did not move while training: saw {sorted(set(written))}"
+    assert len(set(written)) >= 3, (
+        f"the BufferView's written count did not move while training: saw {sorted(set(written))}"
+    )
     assert written == sorted(written), f"the BufferView's written count went backwards: {written}"
 
     widget_errors = _widget_errors(console_errors)
     assert not widget_errors, "widget errors in the browser console:\n" + "\n".join(widget_errors)
     assert "Error displaying widget" not in outputs, "a widget failed to display"
     assert screenshot.exists() and screenshot.stat().st_size > 10_000, "no screenshot was saved"
+
+
+PANEL_CELLS = [
+    "from rlightning.notebook import Lab\n"
+    "from rlightning.utils.config import load_preset\n"
+    "lab = Lab.local(num_cpus=4, log_to_driver=False)\n"
+    "cfg = load_preset('cartpole_ppo')\n"
+    "cfg.cluster.remote_env = False\n"
+    "cfg.train.iterations = 400\n"
+    "cfg.train.target_return = None\n"
+    "run = lab.build(cfg)",
+    "run.show()",
+]
+
+READ_PANEL = """() => {
+  const one = (sel) => { const e = document.querySelector(sel); return e ? e.textContent.trim() : null; };
+  return {
+    panels: document.querySelectorAll('.rlightning-panel').length,
+    iteration: one('.rlightning-panel .rl-iteration'),
+    state: one('.rlightning-panel .rl-state'),
+    status: one('.rlightning-panel .rl-status'),
+    chart: !!document.querySelector('.rlightning-panel img'),
+    outputs: Array.from(document.querySelectorAll('.jp-OutputArea-output')).map((e) => e.textContent).join('\\n'),
+  };
+}"""
+
+
+def _panel_notebook(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in PANEL_CELLS]
+    nbformat.write(nb, str(path))
+
+
+def _wait_panel(page, predicate, what: str, timeout_s: float = 300) -> Dict:
+    deadline = time.time() + timeout_s
+    state: Dict = {}
+    while time.time() < deadline:
+        state = page.evaluate(READ_PANEL)
+        assert "Traceback (most recent call last)" not in state["outputs"], state["outputs"][-3000:]
+        if predicate(state):
+            return state
+        time.sleep(0.25)
+    raise AssertionError(f"the panel never showed {what}; last state: {state}")
+
+
+def _it(state: Dict) -> int:
+    return int(state["iteration"]) if state["iteration"] and state["iteration"].isdigit() else -1
+
+
+def _status_it(state: Dict) -> int:
+    """The iteration the status line names ("paused at iteration 7"), -1 when it names none."""
+    import re
+
+    found = re.search(r"at iteration (\d+)", state["status"] or "")
+    return int(found.group(1)) if found else -1
+
+
+def _settled(state: Dict, wanted: str) -> bool:
+    """The status says ``wanted`` and the header's counter shows the iteration it names (two widgets, two updates)."""
+    return state["state"] == wanted and _status_it(state) >= 0 and _it(state) == _status_it(state)
+
+
+@pytest.mark.timeout(1500)
+def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip(
+            "no chromium on PATH (./scripts/test installs Debian's chromium as root; or set RLIGHTNING_CHROMIUM)"
+        )
+    sync_api = pytest.importorskip("playwright.sync_api")
+    root = tmp_path / "notebooks"
+    root.mkdir()
+    target = root / "panel.ipynb"
+    _panel_notebook(target)
+    screenshot = tmp_path / "panel_mid_run.png"
+    console_errors: List[str] = []
+    with jupyter_lab(root, tmp_path) as server, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.goto(f"{server.url}/lab/tree/{target.name}?token={server.token}", timeout=180_000)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)
+            deadline = time.time() + 180
+            while not server.kernel_states() or any(s != "idle" for s in server.kernel_states()):
+                assert time.time() < deadline, f"the kernel did not become idle: {server.log_tail()}"
+                time.sleep(1)
+            _run_all_cells(page)
+            state = _wait_panel(page, lambda s: s["panels"] >= 1 and _it(s) == 0, "the panel at iteration 0")
+            assert state["panels"] == 1, "run.show() as the last expression displays the panel once"
+
+            page.locator(".rl-btn-step").first.click()
+            state = _wait_panel(page, lambda s: _settled(s, "done") and _it(s) == 1, "one step done")
+            assert "finished 1 iteration(s), at iteration 1" in state["status"]
+
+            page.locator(".rl-btn-run").first.click()
+            state = _wait_panel(page, lambda s: s["state"] == "running" and _it(s) >= 4, "a run going")
+            page.wait_for_timeout(2500)  # a chart redraw
+            page.locator(".rlightning-panel").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(screenshot), full_page=False)
+
+            page.locator(".rl-btn-pause").first.click()
+            state = _wait_panel(page, lambda s: _settled(s, "paused"), "paused")
+            paused_at = _it(state)
+            assert f"paused at iteration {paused_at}" in state["status"]
+            page.wait_for_timeout(3000)
+            assert _it(page.evaluate(READ_PANEL)) == paused_at, "a paused run does not go on"
+
+            page.locator(".rl-btn-resume").first.click()
+            state = _wait_panel(page, lambda s: s["state"] == "running" and _it(s) > paused_at, "resumed")
+
+            page.locator(".rl-btn-stop").first.click()
+            state = _wait_panel(page, lambda s: _settled(s, "stopped"), "stopped")
+            stopped_at = _it(state)
+            assert state["status"] == f"stopped at iteration {stopped_at}" and paused_at < stopped_at < 51
+            assert state["chart"], "the charts image is in the panel"
+
+            page.locator(".rl-btn-play").first.click()
+            page.wait_for_selector(".rlightning-panel video.rl-episode-video", timeout=300_000)
+            page.wait_for_function(
+                "() => { const v = document.querySelector('.rlightning-panel video.rl-episode-video');"
+                " return v && v.readyState >= 1 && v.duration > 0; }",
+                timeout=60_000,
+            )
+            duration = page.evaluate(
+                "() => document.querySelector('.rlightning-panel video.rl-episode-video').duration"
+            )
+            assert duration > 0, "the episode video has no duration"
+            page.locator(".rlightning-panel video.rl-episode-video").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(tmp_path / "episode_player.png"), full_page=False)
+        finally:
+            browser.close()
+    widget_errors = _widget_errors(console_errors)
+    assert not widget_errors, "widget errors in the browser console:\n" + "\n".join(widget_errors)
+    assert screenshot.exists() and screenshot.stat().st_size > 10_000

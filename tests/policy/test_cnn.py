@@ -160,3 +160,9 @@ def test_ppo_rejects_obs_normalisation_for_frames():
     policy = PPOPolicy(PolicyConfig(type="ppo", norm_obs=True), PolicyRole.TRAIN)
     with pytest.raises(ValueError, match="observation normalisation is for vector observations"):
         policy.setup(meta, seed=0)
+
+
+def test_bool_planes_are_not_scaled():
+    net = ImpalaCNN((10, 10, 4), features=8)
+    planes = torch.rand(2, 10, 10, 4) > 0.5  # MinAtar's observations
+    torch.testing.assert_close(net(planes), net(planes.float()))

@@ -268,3 +268,122 @@ def test_policy_response_survives_pickling(attrs):
     assert back.env_id == "e-1" and set(vars(back)) == set(vars(resp))
     for k, v in attrs.items():
         np.testing.assert_array_equal(getattr(back, k), v)
+
+
+# ---------------------------------------------------------------------- the record path (add_rollout)
+
+
+def _record_chunks(steps: int = 12, size: int = 4) -> list:
+    """[NUM_ENVS, size] records of a FakeVecEnv built with the one converter."""
+    from rlightning.types import step_to_record
+
+    env = FakeVecEnv("Fake-0", num_envs=NUM_ENVS, lengths=[2, 3])
+    env_ret, resp = env.reset(), None
+    resp = respond(env_ret)
+    recs = []
+    for _ in range(steps):
+        nxt = env.step(resp.action)
+        nresp = respond(nxt)
+        recs.append(step_to_record(env_ret, resp, nxt, env_meta=env.meta, next_policy_resp=nresp).exclude("env_id"))
+        env_ret, resp = nxt, nresp
+    out = []
+    for i in range(0, steps, size):
+        chunk = torch.stack(recs[i : i + size], dim=1)
+        chunk.set_non_tensor("env_id", "Fake-0")
+        out.append(chunk)
+    return out
+
+
+def _replace(td, key, value):
+    td = td.clone()
+    td.set(key, value)
+    return td
+
+
+def _drop(td, key):
+    td = td.clone()
+    del td[key]
+    return td
+
+
+def record_corruptions() -> st.SearchStrategy:
+    """(label, function) pairs that make a valid [N, T] record invalid."""
+    n, t = NUM_ENVS, 4
+    dtypes = st.sampled_from([torch.float64, torch.int64, torch.float16, torch.uint8])
+    required = st.sampled_from(["obs", "action", ("next", "obs"), ("next", "reward"), ("next", "done")])
+    nonfinite = st.tuples(
+        st.sampled_from(["obs", ("next", "obs"), ("next", "reward")]),
+        st.integers(0, n - 1),
+        st.integers(0, t - 1),
+        st.sampled_from([np.nan, np.inf, -np.inf]),
+    )
+
+    def poison(args):
+        key, row, step, value = args
+
+        def fn(td):
+            td = td.clone()
+            steps = td["valid"][row].nonzero().squeeze(1).tolist()  # invalid (autoreset) steps are never stored
+            step_at = steps[step % len(steps)]
+            x = td.get(key)
+            if x.ndim == 2:
+                x[row, step_at] = value
+            else:
+                x[row, step_at, 0] = value
+            return td
+
+        return (f"non-finite {key}", fn)
+
+    return st.one_of(
+        dtypes.map(lambda d: ("reward dtype", lambda td: _replace(td, ("next", "reward"), td["next", "reward"].to(d)))),
+        dtypes.map(
+            lambda d: (
+                "obs dtype",
+                lambda td: _replace(_replace(td, "obs", td["obs"].to(d)), ("next", "obs"), td["next", "obs"].to(d)),
+            )
+        ),
+        st.sampled_from([torch.int64, torch.float32]).map(
+            lambda d: ("flag dtype", lambda td: _replace(td, ("next", "terminated"), td["next", "terminated"].to(d)))
+        ),
+        st.integers(1, 6)
+        .filter(lambda k: k != 5)
+        .map(
+            lambda k: (
+                "obs shape",
+                lambda td: _replace(_replace(td, "obs", torch.zeros(n, t, k)), ("next", "obs"), torch.zeros(n, t, k)),
+            )
+        ),
+        st.just(("reward shape", lambda td: _replace(td, ("next", "reward"), torch.zeros(n, t, 2)))),
+        st.just(("next obs shape", lambda td: _replace(td, ("next", "obs"), torch.zeros(n, t, 3)))),
+        required.map(lambda k: (f"missing {k}", lambda td: _drop(td, k))),
+        st.just(("done flags", lambda td: _replace(td, ("next", "done"), ~td["next", "done"]))),
+        st.just(("no env id", lambda td: td.exclude("env_id"))),
+        st.just(("rows", lambda td: _with_env(torch.cat([td.exclude("env_id"), td.exclude("env_id")[:1]]), "Fake-0"))),
+        st.just(("batch dims", lambda td: _with_env(td.exclude("env_id").unsqueeze(-1), "Fake-0"))),
+        st.sampled_from([None, "text", {"obs": 1}, 3]).map(lambda x: ("not a record", lambda td: x)),
+        nonfinite.map(poison),
+    )
+
+
+def _with_env(td, env_id):
+    td.set_non_tensor("env_id", env_id)
+    return td
+
+
+@SETTINGS
+@given(plan=st.lists(st.one_of(st.none(), record_corruptions()), min_size=1, max_size=3))
+def test_rejected_records_leave_no_trace(plan):
+    fed, twin = make_buffer(), make_buffer()
+    chunks = _record_chunks(12, 4)
+    for chunk, item in zip(chunks, plan + [None] * len(chunks)):
+        if item is not None:
+            label, corrupt = item
+            before = contents(fed)
+            with pytest.raises(REJECTED):
+                fed.add_rollout(corrupt(chunk))
+            assert same(contents(fed), before), f"a rejected record ({label}) changed the buffer"
+        fed.add_rollout(chunk)
+        twin.add_rollout(chunk)
+    fed.truncate_episodes()
+    twin.truncate_episodes()
+    assert same(contents(fed), contents(twin))

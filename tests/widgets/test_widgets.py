@@ -31,7 +31,18 @@ def test_buffer_view_follows_buffer_stats(engine):
     assert f">{state['size']}<" in view.widget.value
     assert state["transitions_written"] == state["size"] and not state["cleared_by_sample"]
     assert f"rl-written'>{state['transitions_written']}<" in view.widget.value
-    assert buffer_state(engine.buffer) == {**state, "sample_rows": buffer_state(engine.buffer)["sample_rows"]}
+    plain = {k: v for k, v in state.items() if k != "writes_per_sec"}  # the view's own windowed rate
+    assert buffer_state(engine.buffer) == {**plain, "sample_rows": buffer_state(engine.buffer)["sample_rows"]}
+
+
+def test_buffer_write_rate_is_windowed_so_a_burst_cannot_spike_it(engine):
+    view = BufferViewWidget(engine.buffer)
+    view._written.clear()
+    assert view._write_rate(0, now=0.0) is None, "no rate before a second of history"
+    assert view._write_rate(100, now=5.0) == 20.0
+    assert view._write_rate(110, now=5.001) == pytest.approx(22.0, rel=1e-3), "10 adds in 1 ms barely move it"
+    # the window keeps the newest sample at least 10 s old: (5.001, 110)
+    assert view._write_rate(300, now=20.0) == pytest.approx((300 - 110) / (20.0 - 5.001)), "older samples leave"
 
 
 def test_buffer_view_counts_what_an_on_policy_buffer_has_handed_to_training(tmp_path, build):
@@ -118,3 +129,27 @@ def test_without_ipywidgets_renders_html_with_hint(engine, monkeypatch):
     assert "pip install" in shown[0].data
     dash = EngineDashboard(engine, live=False)
     assert dash.container is None and "rlightning-episode-table" in dash._repr_html_()
+
+
+def test_episode_table_view_shows_nodes_and_a_routing_diagram():
+    from rlightning.buffer.utils.episode_table import EpisodeTable
+
+    table = EpisodeTable(
+        2,
+        env_ids=["e0", "e1", "e2"],
+        num_train_workers=2,
+        component_distribution={
+            "env": {"e0": {"node_ip": "10.0.0.1"}, "e1": {"node_ip": "10.0.0.2"}, "e2": {"node_ip": "10.0.0.1"}},
+            "storage": {"0": {"node_ip": "10.0.0.1"}, "1": {"node_ip": "10.0.0.2"}},
+            "train": {"0": {"node_ip": "10.0.0.1"}, "1": {"node_ip": "10.0.0.2"}},
+        },
+    )
+    view = EpisodeTableWidget(table)
+    rows = {r["env_id"]: r for r in view.state["rows"]}
+    assert rows["e1"]["env_node"] == "10.0.0.2"
+    shard = rows["e0"]["storage"]
+    assert rows["e0"]["storage_node"] == table.component_distribution["storage"][str(shard)]["node_ip"]
+    html = view.widget.value
+    assert "shard node" in html and "10.0.0.2" in html
+    assert html.count("<line") == 3 + sum(len(w) for w in view.state["storage_to_train"].values())
+    assert "train 1" in html and "shard 0" in html

@@ -41,7 +41,8 @@ class BufferView:
     ``len``, indexing and slicing return TensorDicts (indexing an int gives one
     row); `iter_batches` walks it in mini-batches; `as_dataset` and
     `dataloader` hand it to torch. Setting items, keys or writing through the
-    view raises ``TypeError``; returned TensorDicts are locked.
+    view raises ``TypeError``; what it returns are locked copies, so writing
+    into a returned tensor never changes the source.
 
     Args:
         data: A TensorDict with at least one batch dimension.
@@ -88,7 +89,11 @@ class BufferView:
         if isinstance(index, int) and not -len(self) <= index < len(self):
             raise IndexError(f"BufferView index {index} is out of range for length {len(self)}")
         out = self._data[index]
-        return out.lock_() if isinstance(out, TensorDict) else out
+        if isinstance(index, torch.Tensor) and index.dtype != torch.bool and index.ndim:
+            copied = out  # an index tensor gathers: already a copy
+        else:
+            copied = out.clone()  # ints and slices are views: a copy keeps the source unchanged
+        return copied.lock_() if isinstance(copied, TensorDict) else copied
 
     def __iter__(self) -> Iterator[TensorDict]:
         """Iterate over rows (see `iter_batches` for mini-batches)."""

@@ -78,13 +78,15 @@ class AsyncPairer:
 
 def _tensor(key: str, value: Any) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
+        if value.is_complex():
+            raise TypeError(f"add_episode: key {key!r} has dtype {value.dtype}; expected real numbers or booleans")
         return value
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
-    try:
-        return torch.as_tensor(np.asarray(value))
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"add_episode: key {key!r} is not array-like ({type(value).__name__})") from err
+    if value is None or isinstance(value, (str, bytes, dict)):
+        raise TypeError(f"add_episode: key {key!r} must be an array, got {type(value).__name__}")
+    arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"add_episode: key {key!r} must hold real numbers or booleans, got dtype {arr.dtype}")
+    return torch.from_numpy(np.ascontiguousarray(arr))
 
 
 def episode_to_transitions(
@@ -96,8 +98,8 @@ def episode_to_transitions(
         (transitions ``[sum(lengths), ...]``, episode lengths, bootstrap value per episode or None).
 
     Raises:
-        TypeError: not a dict or TensorDict, or a non-array value.
-        KeyError: ``obs``, ``action`` or ``reward`` missing.
+        TypeError: not a dict or TensorDict, or a value that is not an array of numbers.
+        KeyError: ``obs`` missing.
         ValueError: shapes that do not match ``[T, num_envs]``.
     """
     if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
@@ -108,25 +110,34 @@ def episode_to_transitions(
         raw = dict(episode)
     else:
         raise TypeError(f"add_episode expects a dict or a TensorDict, got {type(episode).__name__}")
-    for key in ("obs", "action", "reward"):
-        if key not in raw:
-            raise KeyError(f"add_episode needs key {key!r}; the episode has {sorted(raw)}")
+    if "obs" not in raw:
+        raise KeyError(f"add_episode needs key 'obs'; the episode has {sorted(raw)}")
     data = {k: _tensor(k, v) for k, v in raw.items()}
-    if data["reward"].ndim == 0:
-        raise ValueError("add_episode: 'reward' must have a time dimension, got a scalar")
-    if num_envs == 1 and data["reward"].ndim == 1:
-        data = {k: v.unsqueeze(1) if v.ndim >= 1 else v for k, v in data.items()}
-    reward = data["reward"]
-    t_len = reward.shape[0]
-    if t_len == 0:
-        raise ValueError("add_episode: the episode is empty (reward has 0 steps)")
-    data["reward"] = reward.reshape(t_len, -1).to(torch.float32)
+    ref_key = next((k for k in ("reward", "terminated", "truncated", "done") if k in data), None)
+    ref = data[ref_key] if ref_key is not None else None
+    if ref is not None and ref.ndim == 0:
+        raise ValueError(f"add_episode: {ref_key!r} must have a time dimension, got a scalar")
+    obs = data["obs"]
+    if obs.ndim == 0:
+        raise ValueError("add_episode: 'obs' must have a time dimension, got a scalar")
+    if num_envs == 1:
+        single = ref.ndim == 1 if ref is not None else (obs.ndim < 2 or obs.shape[1] != 1)
+        if single:
+            data = {k: v.unsqueeze(1) if v.ndim >= 1 else v for k, v in data.items()}
+    obs = data["obs"]
+    if ref_key is not None:
+        t_len = data[ref_key].shape[0]
+    else:
+        t_len = obs.shape[0] if "next_obs" in data else obs.shape[0] - 1
+    if t_len <= 0:
+        raise ValueError(f"add_episode: the episode is empty ({t_len} steps)")
+    if "reward" in data:
+        data["reward"] = data["reward"].reshape(t_len, -1).to(torch.float32)
     if "next_obs" not in data:
-        obs = data["obs"]
         if obs.shape[0] != t_len + 1:
             raise ValueError(
                 f"add_episode needs 'next_obs', or T + 1 = {t_len + 1} observations (the last is the final one); "
-                f"got {obs.shape[0]} observations for {t_len} rewards"
+                f"got {obs.shape[0]} observations for {t_len} steps"
             )
         data["obs"], data["next_obs"] = obs[:-1], obs[1:]
     if "terminated" not in data:

@@ -59,23 +59,43 @@ class StepChecker:
             num_envs = tracked_num_envs
         return spec, num_envs
 
-    def check_obs(self, env_ret: EnvRet, tracked_num_envs: Optional[int] = None) -> np.ndarray:
+    def check_obs(self, env_ret: EnvRet, tracked_num_envs: Optional[int] = None) -> Tuple[np.ndarray, bool]:
         """The EnvRet's observation as a batch ``[num_envs, ...]``, checked against the env's space.
 
+        Returns:
+            (the batch, single): ``single`` when it was one unbatched env's observation (given a leading 1).
+
         Raises:
+            TypeError: an observation that is not an array of numbers (None, a string, a dict, objects).
             ValueError: shape, dtype or number of sub-environments differ (naming the env, expected and got).
         """
         env_id = env_ret.env_id
-        obs = to_numpy(env_ret.observation)
+        raw = env_ret.observation
+        if raw is None or isinstance(raw, (str, bytes, dict)):
+            kind = "a dict observation needs add_rollout records" if isinstance(raw, dict) else "an array"
+            raise TypeError(
+                f"env {env_id!r}: env_ret.observation must be an array of numbers ({kind}), got {type(raw).__name__}"
+            )
+        try:
+            obs = to_numpy(raw)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"env {env_id!r}: env_ret.observation is not array-like ({type(raw).__name__})") from err
+        if obs.dtype.kind not in "biuf":
+            raise TypeError(
+                f"env {env_id!r}: env_ret.observation must hold real numbers or booleans, got dtype {obs.dtype}"
+            )
         spec, num_envs = self.obs_spec(env_id, tracked_num_envs)
         if spec is None:
             if obs.ndim == 0:
-                obs = obs.reshape(1)
-            self.seen_obs_spec[env_id] = (tuple(obs.shape[1:]), obs.dtype)
-            return obs
+                self.seen_obs_spec.setdefault(env_id, ((), obs.dtype))
+                return obs.reshape(1), True
+            self.seen_obs_spec.setdefault(env_id, (tuple(obs.shape[1:]), obs.dtype))
+            return obs, False
         shape, dtype = spec
+        single = False
         if obs.shape == shape and num_envs in (None, 1):
             obs = obs[None]
+            single = True
         n = obs.shape[0] if obs.ndim else 0
         bad_n = num_envs is not None and n != num_envs
         if obs.ndim == 0 or tuple(obs.shape[1:]) != shape or obs.dtype != dtype or bad_n:
@@ -83,12 +103,17 @@ class StepChecker:
             raise ValueError(
                 f"env {env_id!r}: observation has shape {shapes_str(obs.shape)} and dtype {obs.dtype}, "
                 f"expected shape ({want_n}, {', '.join(map(str, shape))}) and dtype {dtype} "
-                "([num_envs, *observation_space.shape])"
+                "([num_envs, *observation_space.shape], or the space's own shape for a single env)"
             )
-        return obs
+        return obs, single
 
-    def check_step(self, env_id: str, step: Mapping[str, Any], num_envs: int) -> Dict[str, np.ndarray]:
+    def check_step(
+        self, env_id: str, step: Mapping[str, Any], num_envs: int, single: bool = False
+    ) -> Dict[str, np.ndarray]:
         """Check a step dict against the first one seen (keys, per-row shapes); cast same-kind dtypes.
+
+        With ``single`` (one unbatched env) a value without the leading 1 (a scalar action, an
+        action of the action space's own shape) gets one.
 
         Raises:
             KeyError: a required key is missing.
@@ -96,7 +121,14 @@ class StepChecker:
         """
         out: Dict[str, np.ndarray] = {}
         for k, v in step.items():
-            arr = to_numpy(v)
+            try:
+                arr = to_numpy(v)
+            except (TypeError, ValueError) as err:
+                raise TypeError(f"env {env_id!r}: step key {k!r} is not array-like ({type(v).__name__})") from err
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"env {env_id!r}: step key {k!r} must hold real numbers, got dtype {arr.dtype}")
+            if single and (arr.ndim == 0 or arr.shape[0] != 1 or self._unbatched(k, arr)):
+                arr = arr[None]
             if arr.ndim == 0 or arr.shape[0] != num_envs:
                 raise ValueError(
                     f"env {env_id!r}: step key {k!r} has shape {shapes_str(arr.shape)}, "
@@ -127,6 +159,12 @@ class StepChecker:
                     raise ValueError(f"env {env_id!r}: {k!r} has dtype {arr.dtype}, expected {dtype}")
                 out[k] = arr.astype(dtype)
         return out
+
+    def _unbatched(self, key: str, arr: np.ndarray) -> bool:
+        """A single env's value of the per-row shape already seen (e.g. an action of shape (1,) for Box(1,))."""
+        if self.step_spec is None or key not in self.step_spec:
+            return False
+        return tuple(arr.shape) == self.step_spec[key][0] and tuple(arr.shape[1:]) != self.step_spec[key][0]
 
     def nan_rows(self, env_id: str, step: Dict[str, np.ndarray]) -> Optional[np.ndarray]:
         """Rows with a NaN or inf in ``obs`` or ``reward``, handled as ``nan_guard`` says.

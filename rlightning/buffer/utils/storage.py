@@ -1,36 +1,42 @@
 """`Storage`: one buffer shard, in the calling process or as a Ray actor.
 
     storage = Storage(capacity=10_000, mode="circular", unit="transition", env_meta_list=metas, device="cpu")
-    storage.add_transition(env_ret, policy_resp)     # one vectorised env step
+    storage.add_rollout(record)                      # a TensorDict [N] or [N, T] (rlightning.types.record)
+    storage.add_transition(env_ret, policy_resp)     # the seed edge: one vectorised (or single) env step
     storage.truncate_episodes(["CartPole-v1-0"])     # close episodes in progress by hand
     batch = storage.sample(256)                      # TensorDict [256]
 
-Steps go through the transition pipeline (`rlightning.buffer.utils.utils`)
-into per-env `EpisodeTracker` records; finished episodes go through
-``postprocess_fn`` and are written in place into preallocated tensors
-(`TransitionStore` or `EpisodeStore`). Reading (sampling, views) lives in
-`rlightning.buffer.utils.storage_read`.
+A Storage is composed of objects that own their state: a `RecordWriter`
+(open episodes per env, the writes into the preallocated store, counters), a
+`StorageReader` (sampling, copies), a `SeedEdge` (per-step seed inputs turned
+into records) and a `StepChecker`. Records are validated once per add and
+written with one copy per key (see `rlightning.buffer.utils.record_writer`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections import deque
 from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rlightning.buffer.utils.episode_input import AsyncPairer, episode_to_transitions
-from rlightning.buffer.utils.episode_tracker import EpisodeTracker, FinishedEpisodes
+from rlightning.buffer.utils.episode_input import episode_to_transitions
 from rlightning.buffer.utils.preprocessors import to_numpy
+from rlightning.buffer.utils.record_chunks import chunk_from_record, nonfinite_steps, preprocess_chunk
+from rlightning.buffer.utils.record_writer import RecordWriter, StorageFullError
 from rlightning.buffer.utils.samplers import make_sampler
+from rlightning.buffer.utils.seed_edge import SeedEdge
 from rlightning.buffer.utils.step_checks import StepChecker
-from rlightning.buffer.utils.storage_read import StorageReadMixin
-from rlightning.buffer.utils.storage_write import StorageWriteMixin
-from rlightning.buffer.utils.tensor_store import EpisodeStore, TransitionStore, as_tensor_dict
+from rlightning.buffer.utils.storage_read import StorageReader
+from rlightning.buffer.utils.tensor_store import (
+    EpisodeStore,
+    TransitionStore,
+    as_tensor_dict,
+    pack_tensordicts,
+    unpack_tensordicts,
+)
 from rlightning.buffer.utils.timing import OpTimer
 from rlightning.buffer.utils.utils import (
     default_env_ret_preprocess_fn,
@@ -39,6 +45,7 @@ from rlightning.buffer.utils.utils import (
     default_preprocess_fn,
 )
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
+from rlightning.types.record import Spec, record_env_id, validate_record
 from rlightning.utils.logger import get_logger
 
 __all__ = ["Storage", "StorageFullError"]
@@ -50,16 +57,16 @@ _UNITS = ("transition", "episode")
 _NAN_GUARDS = ("raise", "drop", "warn")
 
 
-class StorageFullError(ValueError):
-    """A standard-mode storage has no room for the data; nothing was written."""
-
-
 def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
     if value not in choices:
         raise ValueError(f"Storage {name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
-class Storage(StorageWriteMixin, StorageReadMixin):
+def _stateful(p: Any) -> bool:
+    return callable(getattr(p, "state_dict", None)) and callable(getattr(p, "load_state_dict", None))
+
+
+class Storage:
     """Actual storage for a data buffer, sharded or not.
 
     Args:
@@ -68,8 +75,8 @@ class Storage(StorageWriteMixin, StorageReadMixin):
         unit: What a slot (and a sampled index) is: a transition or a whole episode.
         env_meta_list: Metadata of the env workers that feed this storage (spaces used to check observations).
         device: Device of the storage tensors.
-        obs_preprocessor: Applied to observation batches (None: unchanged).
-        reward_preprocessor: Applied to reward batches (None: unchanged).
+        obs_preprocessor: Any callable applied to observation batches (None: unchanged).
+        reward_preprocessor: Any callable applied to reward batches (None: unchanged).
         env_ret_preprocess_fn: EnvRet to the env half of a step dict.
         policy_resp_preprocess_fn: PolicyResponse to the policy half of a step dict.
         preprocess_fn: (EnvRet, PolicyResponse) to a step dict.
@@ -120,6 +127,9 @@ class Storage(StorageWriteMixin, StorageReadMixin):
         _check_choice("nan_guard", nan_guard, _NAN_GUARDS)
         if slice_len is not None and (not isinstance(slice_len, (int, np.integer)) or slice_len < 1):
             raise ValueError(f"Storage slice_len must be None or a positive integer, got {slice_len!r}")
+        for name, fn in (("obs_preprocessor", obs_preprocessor), ("reward_preprocessor", reward_preprocessor)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"Storage {name} must be a callable on a batch (or None), got {type(fn).__name__}")
         self.capacity = int(capacity)
         self.mode = mode
         self.unit = unit
@@ -129,108 +139,140 @@ class Storage(StorageWriteMixin, StorageReadMixin):
         self.auto_truncate_episode = bool(auto_truncate_episode)
         self.obs_preprocessor = obs_preprocessor
         self.reward_preprocessor = reward_preprocessor
-        self.env_ret_preprocess_fn = env_ret_preprocess_fn or default_env_ret_preprocess_fn
-        self.policy_resp_preprocess_fn = policy_resp_preprocess_fn or default_policy_resp_preprocess_fn
-        self.preprocess_fn = preprocess_fn or default_preprocess_fn
         self.postprocess_fn = postprocess_fn or default_postprocess_fn
         if unit == "transition":
-            self._store: Union[TransitionStore, EpisodeStore] = TransitionStore(self.capacity, mode, self.device)
+            self.store: Union[TransitionStore, EpisodeStore] = TransitionStore(self.capacity, mode, self.device)
         else:
-            self._store = EpisodeStore(self.capacity, mode, self.device)
-        self._init_writes()
+            self.store = EpisodeStore(self.capacity, mode, self.device)
         self.sampler = make_sampler(
             sampler, self.capacity, seed=seed, alpha=priority_alpha, beta=priority_beta, eps=priority_eps
         )
-        self._fast_sample = unit == "transition" and sampler == "uniform"
-        self._generator = torch.Generator()
-        self._generator.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,)).item()))
-        self._checks = StepChecker(env_meta_list or [], nan_guard)
-        self._trackers: Dict[str, EpisodeTracker] = {}
-        self._pairer = AsyncPairer()
-        self._timer = OpTimer()
-        self._recent: deque = deque(maxlen=100)
-        self._ep_starts: deque = deque()
-        self._lifetime_transitions = 0
-        self._rate: deque = deque(maxlen=64)
+        generator = torch.Generator()
+        generator.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,)).item()))
+        self.timer = OpTimer()
+        on_write = self.sampler.on_write if self.sampler.name == "prioritized" else None
+        self.writer = RecordWriter(self.store, unit, mode, self.postprocess_fn, on_write, self.timer)
+        self.reader = StorageReader(self.store, self.sampler, unit, slice_len, generator, self.timer)
+        self.checks = StepChecker(env_meta_list or [], nan_guard)
+        pipeline = dict(
+            preprocess_fn=preprocess_fn or default_preprocess_fn,
+            obs_preprocessor=obs_preprocessor,
+            reward_preprocessor=reward_preprocessor,
+            env_ret_preprocess_fn=env_ret_preprocess_fn or default_env_ret_preprocess_fn,
+            policy_resp_preprocess_fn=policy_resp_preprocess_fn or default_policy_resp_preprocess_fn,
+        )
+        self.seed_edge = SeedEdge(self.writer, self.checks, pipeline, self.auto_truncate_episode)
+        self._record_spec: Optional[Spec] = None
 
     # ------------------------------------------------------------------ env metadata
 
     def set_env_metas(self, env_meta_list: Sequence[EnvMeta]) -> None:
         """Register env metadata (observation spaces are used to check observations)."""
-        self._checks.set_env_metas(env_meta_list)
+        self.checks.set_env_metas(env_meta_list)
 
     def known_env_ids(self) -> List[str]:
         """Env ids this storage was told about or has seen."""
-        return sorted(set(self._checks.metas) | set(self._trackers) | set(self._pairer.env_ids()))
+        return sorted(set(self.checks.metas) | set(self.writer.open) | set(self.seed_edge.env_ids()))
 
-    def _check_room(self, transitions: int, episodes: int, what: str) -> None:
-        if self.mode != "standard":
-            return
-        need = transitions if self.unit == "transition" else episodes
-        size = self.size
-        if need and size + need > self.capacity:
-            raise StorageFullError(
-                f"standard-mode storage is full: capacity {self.capacity} {self.unit}s, size {size}, "
-                f"{what} needs {need} more; nothing was stored (sample and clear it, or use mode='circular')"
-            )
+    @property
+    def fast_sample(self) -> bool:
+        """True when `sample` takes the one-gather hot path (transition unit, uniform sampler)."""
+        return self.reader.fast_sample
 
-    # ------------------------------------------------------------------ adding
+    @property
+    def size(self) -> int:
+        """Stored slots: transitions, or episodes with ``unit="episode"``."""
+        return self.store.size
+
+    def flush(self) -> None:
+        """Kept for compatibility: every add is written when it returns, nothing is queued."""
+
+    # ------------------------------------------------------------------ records
+
+    def add_rollout(self, td: TensorDict) -> int:
+        """Add one rollout record: a TensorDict ``[N]`` (one vector step) or ``[N, T]`` (a chunk) of one env.
+
+        The record is validated once (keys, dtypes, shapes against the env's observation space and
+        the records stored before), its closed episodes are written with one copy per key, its open
+        episodes are held (by reference: do not write into a record after adding it) until a later
+        record of the same env closes them. Invalid (autoreset) steps are never stored.
+
+        Returns:
+            The storage size afterwards.
+
+        Raises:
+            TypeError, ValueError, KeyError: a malformed record, a NaN or inf with ``nan_guard="raise"``
+                (naming the key and what was expected); nothing is stored.
+            StorageFullError: a standard-mode storage has no room; nothing is stored.
+        """
+        t0 = time.perf_counter()
+        env_id = record_env_id(td) if isinstance(td, TensorDict) else None
+        meta = self.checks.metas.get(env_id) if env_id is not None else None
+        state = self.writer.open.get(env_id) if env_id is not None else None
+        num_envs = state.n if state is not None else (meta.num_envs if meta is not None else None)
+        spec = validate_record(
+            td,
+            num_envs=num_envs,
+            observation_space=meta.observation_space if meta is not None else None,
+            spec=self._record_spec,
+            require_env_id=True,
+            name="add_rollout record",
+        )
+        chunk, valid, raw_done, reward = chunk_from_record(td, self.auto_truncate_episode)
+        procs = (self.obs_preprocessor, self.reward_preprocessor)
+        states = [(p, p.state_dict()) for p in procs if p is not None and _stateful(p)]
+        try:
+            preprocess_chunk(chunk, self.obs_preprocessor, self.reward_preprocessor)
+            bad, where = nonfinite_steps(chunk)
+            if bad is not None:
+                msg = f"env {env_id!r}: non-finite values in {where}"
+                if self.nan_guard == "raise":
+                    raise ValueError(f"{msg}; nothing was stored (nan_guard='raise'; 'drop' or 'warn' go on)")
+                if self.nan_guard == "drop":
+                    logger.warning("%s; dropping those sub-environments' episodes", msg)
+                else:
+                    logger.warning("%s; storing them anyway (nan_guard='warn')", msg)
+                    bad = None
+            self.writer.write_chunk(env_id, chunk, bad, reward, raw_done, valid, f"env {env_id!r} record")
+        except Exception:
+            for p, st in states:
+                p.load_state_dict(st)
+            raise
+        if self._record_spec is None:
+            self._record_spec = spec
+        self.timer.add("add_rollout", time.perf_counter() - t0)
+        return self.size
+
+    def add_rollouts(self, *tds: TensorDict) -> int:
+        """`add_rollout` for several records in order; every valid one is added, then the first error is raised."""
+        errors: List[Exception] = []
+        for td in tds:
+            try:
+                self.add_rollout(td)
+            except (ValueError, KeyError, TypeError) as err:
+                errors.append(err)
+        if errors:
+            raise errors[0]
+        return self.size
+
+    # ------------------------------------------------------------------ the seed edge
 
     def add_transition(self, env_ret: EnvRet, policy_resp: PolicyResponse) -> None:
         """Add one env step: an EnvRet and the PolicyResponse that answers it.
 
+        A vectorised env (observation ``[num_envs, ...]``) or a single unbatched one (an
+        observation of the space's own shape, a scalar reward and bool flags, a scalar action).
+
         Raises:
+            TypeError: arguments of the wrong kind (not an EnvRet, not a response, junk values).
             ValueError: the observation's shape or dtype differs from the env's
                 (naming the env, expected and got), a non-finite value with
                 ``nan_guard="raise"``, or the response answers another env.
             StorageFullError: a standard-mode storage has no room for the episodes this step ends.
         """
         t0 = time.perf_counter()
-        env_id = env_ret.env_id
-        if getattr(policy_resp, "env_id", env_id) != env_id:
-            raise ValueError(
-                f"PolicyResponse for env {policy_resp.env_id!r} cannot be paired with the EnvRet of env {env_id!r}"
-            )
-        tracked = self._trackers[env_id].num_envs if env_id in self._trackers else None
-        obs = self._checks.check_obs(env_ret, tracked)
-        if obs is not env_ret.observation:
-            env_ret = dataclasses.replace(env_ret, observation=obs)
-        num_envs = obs.shape[0]
-        # Running statistics of the preprocessors are updated by preprocess_fn: a rejected step puts them back.
-        states = [(p, p.state_dict()) for p in (self.obs_preprocessor, self.reward_preprocessor) if p is not None]
-        try:
-            step = self.preprocess_fn(
-                env_ret,
-                policy_resp,
-                obs_preprocessor=self.obs_preprocessor,
-                reward_preprocessor=self.reward_preprocessor,
-                env_ret_preprocess_fn=self.env_ret_preprocess_fn,
-                policy_resp_preprocess_fn=self.policy_resp_preprocess_fn,
-            )
-            step = self._checks.check_step(env_id, step, num_envs)
-            drop = self._checks.nan_rows(env_id, step)
-            raw_done = step["terminated"] | step["truncated"]
-            tracker = self._trackers.get(env_id)
-            if tracker is None:
-                tracker = EpisodeTracker(env_id, num_envs)
-            close = self.auto_truncate_episode
-            if self.mode == "standard" and close and raw_done.any():
-                n, e = tracker.finishing(raw_done, drop)
-                self._check_room(n, e, f"env {env_id!r} step")
-        except Exception:
-            for p, state in states:
-                p.load_state_dict(state)
-            raise
-        self._trackers[env_id] = tracker
-        finished = tracker.push(step, drop=drop, close_on_done=close)
-        raw_reward = to_numpy(env_ret.last_reward).astype(np.float64).reshape(-1)
-        if raw_reward.shape[0] != num_envs:
-            raw_reward = np.broadcast_to(raw_reward, (num_envs,))
-        for row, ret, length in tracker.update_env_stats(raw_reward, raw_done, env_ret.info):
-            self._recent.append({"env_id": f"{env_id}/{row}", "return": ret, "length": length, "time": time.time()})
-        if finished is not None:
-            self._store_step_episodes(finished)
-        self._timer.add("add_transition", time.perf_counter() - t0)
+        self.seed_edge.add_transition(env_ret, policy_resp)
+        self.timer.add("add_transition", time.perf_counter() - t0)
 
     def add_transitions(self, env_rets: Sequence[EnvRet], policy_resps: Sequence[PolicyResponse]) -> int:
         """Add several env steps in order; every valid pair is added, then the first error is raised.
@@ -269,8 +311,7 @@ class Storage(StorageWriteMixin, StorageReadMixin):
         Raises:
             TypeError: an item that is neither an EnvRet nor a PolicyResponse.
         """
-        for env_ret, resp in self._pairer.push(item):
-            self.add_transition(env_ret, resp)
+        self.seed_edge.add_data_async(item)
 
     def add_data_async_flat(self, *items: Any) -> int:
         """`add_data_async` for several items (Ray resolves each ref); returns the size afterwards."""
@@ -292,31 +333,32 @@ class Storage(StorageWriteMixin, StorageReadMixin):
         env_id: str = "episode",
         bootstrap_value: Optional[Any] = None,
     ) -> int:
-        """Add complete episodes: a dict or TensorDict of ``[T, num_envs, ...]`` arrays.
+        """Add complete episodes: a dict or TensorDict of ``[T, num_envs, ...]`` arrays (``[T, ...]`` for one env).
 
         Needs ``obs`` (``T`` or ``T + 1`` steps: the extra one is the final
-        observation), ``action`` and ``reward``; optional ``next_obs``,
-        ``terminated``, ``truncated`` (missing: the last step is truncated),
-        and any extras. A done flag inside a column splits it into episodes.
+        observation; or ``next_obs``); ``action``, ``reward``, ``terminated``,
+        ``truncated`` (missing: the last step is truncated) and any extras are
+        stored as given. A done flag inside a column splits it into episodes.
 
         Returns:
             The storage size afterwards.
 
         Raises:
-            KeyError: a required key is missing.
+            TypeError: not a dict or TensorDict, or values that are not arrays of numbers.
+            KeyError: ``obs`` is missing.
             ValueError: inconsistent shapes, or keys that differ from the stored ones.
             StorageFullError: a standard-mode storage has no room; nothing is stored.
         """
-        self.flush()
-        with self._timer.time("add_episode"):
+        with self.timer.time("add_episode"):
             data, lengths, boot = episode_to_transitions(episode, num_envs, bootstrap_value)
-            self._check_room(int(lengths.sum()), int(lengths.shape[0]), "add_episode")
-            finished = FinishedEpisodes(env_id, data, lengths, np.arange(lengths.shape[0]), boot)
-            self._store_finished(finished)
-            returns = np.add.reduceat(to_numpy(data["reward"]).astype(np.float64), np.cumsum(lengths) - lengths)
-            now = time.time()
-            for ret, length in zip(returns.tolist(), lengths.tolist()):
-                self._recent.append({"env_id": env_id, "return": ret, "length": length, "time": now})
+            self.writer.check_room(int(lengths.sum()), int(lengths.shape[0]), "add_episode")
+            self.writer.write_episodes(env_id, data, lengths, boot)
+            if "reward" in data:
+                rewards = to_numpy(data["reward"]).astype(np.float64).reshape(-1)
+                returns = np.add.reduceat(rewards, np.cumsum(lengths) - lengths)
+            else:
+                returns = np.zeros(lengths.shape[0])
+            self.writer.add_recent(env_id, returns.tolist(), lengths.tolist())
         return self.size
 
     def extend(self, transitions: Union[Dict, TensorDict]) -> int:
@@ -333,9 +375,9 @@ class Storage(StorageWriteMixin, StorageReadMixin):
         batch = as_tensor_dict(transitions)
         self.store.ring.check(batch, "extend")
         n = next(iter(batch.values())).shape[0] if batch else 0
-        if self.mode == "standard":
-            self._check_room(n, 0, "extend")
-        self._write(batch, n, None, t0, "extend")
+        self.writer.check_room(n, 0, "extend")
+        self.writer.write(batch, n, None, "extend")
+        self.timer.add("extend_total", time.perf_counter() - t0)
         return self.store.size
 
     # ------------------------------------------------------------------ truncation
@@ -344,7 +386,7 @@ class Storage(StorageWriteMixin, StorageReadMixin):
         env_id = item if isinstance(item, str) else getattr(item, "env_id", None)
         if not isinstance(env_id, str):
             raise TypeError(f"truncate expects an env id or an object with env_id, got {type(item).__name__}")
-        if env_id not in self._trackers and env_id not in self._checks.metas and env_id not in self._pairer.env_ids():
+        if env_id not in self.known_env_ids():
             raise KeyError(f"unknown env {env_id!r}: this storage knows {self.known_env_ids()}")
         return env_id
 
@@ -362,8 +404,10 @@ class Storage(StorageWriteMixin, StorageReadMixin):
     def truncate_episodes(self, env_ids: List[Union[str, Any]]) -> int:
         """Manually finish the episodes in progress of several envs and store them.
 
-        The last step of each episode (its reward is not known yet) is dropped;
-        its observation becomes the last ``next_obs`` and its value the bootstrap value.
+        The last stored step of each episode is marked truncated; its ``next.value`` is the bootstrap.
+        For the seed edge the newest step of each env (its reward is not known yet) is dropped: its
+        observation is the last ``next_obs``, its value the bootstrap; the env's next step starts
+        new episodes.
 
         Returns:
             The storage size afterwards.
@@ -372,18 +416,53 @@ class Storage(StorageWriteMixin, StorageReadMixin):
             KeyError: an unknown env (nothing is truncated).
             StorageFullError: a standard-mode storage has no room (nothing is truncated).
         """
-        with self._timer.time("truncate"):
+        with self.timer.time("truncate"):
             ids = [self._env_id_of(item) for item in env_ids]
-            self.flush()
-            trackers = [self._trackers[i] for i in dict.fromkeys(ids) if i in self._trackers]
-            if self.mode == "standard":
-                counts = [t.truncating() for t in trackers]
-                self._check_room(sum(c[0] for c in counts), sum(c[1] for c in counts), "truncate_episodes")
-            for tracker in trackers:
-                finished = tracker.truncate()
-                if finished is not None:
-                    self._store_finished(finished)
+            self.writer.truncate(ids)
+            self.seed_edge.drop_pending(ids)
         return self.size
+
+    # ------------------------------------------------------------------ reading
+
+    def sample(self, batch_size: int) -> TensorDict:
+        """Draw one batch (see `StorageReader.sample`)."""
+        return self.reader.sample(batch_size)
+
+    def sample_parts(
+        self, num_parts: int = 1, batch_size: Optional[int] = None, clear_after: bool = False
+    ) -> List[TensorDict]:
+        """Draw ``num_parts`` batches in one gather; ``clear_after`` clears the storage afterwards (on-policy)."""
+        parts = self.reader.sample_parts(num_parts, batch_size)
+        if clear_after:
+            self.clear()
+        return parts
+
+    def update_priorities(self, index: Any, priority: Any) -> None:
+        """Set priorities of sampled slots (see `StorageReader.update_priorities`)."""
+        self.reader.update_priorities(index, priority)
+
+    def get_data(self) -> TensorDict:
+        """All stored transitions as a TensorDict ``[n]``, oldest first (a copy)."""
+        return self.reader.get_data()
+
+    def sample_rows(self, n: int = 5) -> TensorDict:
+        """The ``n`` most recently stored transitions (for display), oldest first."""
+        return self.reader.sample_rows(n)
+
+    def call_packed(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call ``method`` with arguments and results as numpy dicts (how remote shards talk to the driver).
+
+        Torch tensors pickle slowly; a TensorDict of numpy arrays travels through Ray cheaply.
+        """
+        args = tuple(unpack_tensordicts(a) for a in args)
+        kwargs = {k: unpack_tensordicts(v) for k, v in kwargs.items()}
+        return pack_tensordicts(getattr(self, method)(*args, **kwargs))
+
+    def view(self) -> Any:
+        """A read-only `BufferView` of everything stored."""
+        from rlightning.buffer.utils.buffer_view import BufferView
+
+        return BufferView(self.get_data())
 
     # ------------------------------------------------------------------ state
 
@@ -396,52 +475,33 @@ class Storage(StorageWriteMixin, StorageReadMixin):
 
     def clear(self) -> None:
         """Clear all stored data (episodes in progress and unpaired async items are kept)."""
-        self.flush()
-        self._store.clear()
+        self.writer.clear()
         self.sampler.on_clear()
-        self._ep_starts.clear()
 
     def reset(self) -> None:
         """`clear`, and also forget episodes in progress and unpaired async items."""
         self.clear()
-        self._trackers.clear()
-        self._pairer = AsyncPairer()
+        self.writer.forget_open()
+        self.seed_edge.reset()
 
     def timing_summary(self, reset: bool = False) -> Dict[str, Dict[str, float]]:
         """Time spent per operation: ``{op: {"calls", "total_s", "mean_ms"}}``."""
-        self.flush()
-        return self._timer.summary(reset)
+        return self.timer.summary(reset)
 
     def print_timing_summary(self, reset: bool = False) -> None:
         """Log the time spent per operation (at INFO level; see `timing_summary` for the numbers)."""
-        self.flush()
-        logger.info("storage timing:\n%s", OpTimer.format(self._timer.summary(reset)))
+        logger.info("storage timing:\n%s", OpTimer.format(self.timer.summary(reset)))
 
     def adds_per_sec(self, window_s: float = 10.0) -> float:
         """Transitions written per second over the last ``window_s`` seconds of writes."""
-        if len(self._rate) < 2:
-            return 0.0
-        t_last, n_last = self._rate[-1]
-        t_first, n_first = self._rate[0]
-        for t, n in self._rate:
-            if t_last - t <= window_s:
-                t_first, n_first = t, n
-                break
-        dt = t_last - t_first
-        return (n_last - n_first) / dt if dt > 0 else 0.0
+        return self.writer.adds_per_sec(window_s)
 
     def num_episodes(self) -> int:
         """Whole episodes stored (with ``unit="transition"``: episodes none of whose steps was overwritten)."""
-        if self.unit == "episode":
-            return self.store.size
-        oldest = self._lifetime_transitions - self.store.size
-        while self._ep_starts and self._ep_starts[0] < oldest:
-            self._ep_starts.popleft()
-        return len(self._ep_starts)
+        return self.writer.num_episodes()
 
     def stats(self) -> Dict[str, Any]:
         """A plain snapshot: size, capacity, episodes, transitions, recent episodes, adds per second."""
-        self.flush()
         return {
             "size": self.store.size,
             "capacity": self.capacity,
@@ -449,10 +509,10 @@ class Storage(StorageWriteMixin, StorageReadMixin):
             "mode": self.mode,
             "episodes": self.num_episodes(),
             "transitions": self.store.num_transitions,
-            "transitions_written": self._lifetime_transitions,
-            "in_progress": sum(t.pending_transitions for t in self._trackers.values()),
-            "env_ids": sorted(self._trackers),
-            "recent_episodes": list(self._recent),
+            "transitions_written": self.writer.lifetime_transitions,
+            "in_progress": self.writer.pending_transitions() + self.seed_edge.pending_rows(),
+            "env_ids": sorted(set(self.writer.open) | set(self.seed_edge.pending)),
+            "recent_episodes": list(self.writer.recent),
             "adds_per_sec": self.adds_per_sec(),
             "nbytes": self.store.ring.nbytes(),
         }

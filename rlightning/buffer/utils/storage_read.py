@@ -1,4 +1,4 @@
-"""Reading a `Storage`: sampling, priorities, whole-data views (mixed into `Storage`)."""
+"""`StorageReader`: sampling, priorities and whole-data copies of a storage's preallocated tensors."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rlightning.buffer.utils.tensor_store import pack_tensordicts, unpack_tensordicts
-
-__all__ = ["StorageReadMixin"]
+__all__ = ["StorageReader"]
 
 
 def _td(data: Dict[str, torch.Tensor], batch_size: torch.Size) -> TensorDict:
@@ -19,8 +17,29 @@ def _td(data: Dict[str, torch.Tensor], batch_size: torch.Size) -> TensorDict:
     return TensorDict._new_unsafe(data, batch_size=batch_size, nested=type(data) is not dict)
 
 
-class StorageReadMixin:
-    """Sampling and views over the stored tensors (expects the attributes set by `Storage.__init__`)."""
+class StorageReader:
+    """Sampling and copies of what a store holds.
+
+    Args:
+        store: The storage's `TransitionStore` or `EpisodeStore`.
+        sampler: Its sampler (`rlightning.buffer.utils.samplers`).
+        unit: ``transition`` or ``episode``.
+        slice_len: Episode unit: sample slices of this many steps (None: whole episodes).
+        generator: Generator of the slice offsets.
+        timer: Timings of the reads.
+    """
+
+    def __init__(self, store: Any, sampler: Any, unit: str, slice_len: Optional[int], generator, timer) -> None:
+        self.store = store
+        self.sampler = sampler
+        self.unit = unit
+        self.slice_len = slice_len
+        self.capacity = store.capacity
+        self.device = store.ring.device
+        self._generator = generator
+        self._timer = timer
+        #: The hot path of off-policy training applies: transition unit, uniform sampler.
+        self.fast_sample = unit == "transition" and sampler.name == "uniform"
 
     def _check_sample_args(self, batch_size: Optional[int], num_parts: int) -> None:
         if isinstance(num_parts, bool) or not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
@@ -54,7 +73,7 @@ class StorageReadMixin:
             ValueError: batch_size not positive, or larger than what is stored.
         """
         size = self.store.size
-        if not self._fast_sample or type(batch_size) is not int or not 0 < batch_size <= size:
+        if not self.fast_sample or type(batch_size) is not int or not 0 < batch_size <= size:
             return self.sample_parts(1, batch_size)[0]
         # The hot path of off-policy training: one randint, one index_select per key.
         t0 = time.perf_counter()
@@ -67,16 +86,13 @@ class StorageReadMixin:
         self._timer.add("sample", time.perf_counter() - t0)
         return out
 
-    def sample_parts(
-        self, num_parts: int = 1, batch_size: Optional[int] = None, clear_after: bool = False
-    ) -> List[TensorDict]:
+    def sample_parts(self, num_parts: int = 1, batch_size: Optional[int] = None) -> List[TensorDict]:
         """Draw ``num_parts`` batches in one gather (one per train worker this shard serves).
 
         Args:
             num_parts: Number of batches.
             batch_size: Items per batch (ignored by the ``all`` sampler, which splits
                 everything stored evenly over the parts).
-            clear_after: Clear the storage once the batches are drawn (on-policy).
 
         Returns:
             The batches. With the prioritized sampler each carries ``_index`` (slot)
@@ -114,8 +130,6 @@ class StorageReadMixin:
                     part = {k: v.narrow(0, offset, count) for k, v in data.items()}
                     parts.append(_td(part, torch.Size((count,) + tail)))
                     offset += count
-        if clear_after:
-            self.clear()
         self._timer.add("sample", time.perf_counter() - t0)
         return parts
 
@@ -155,18 +169,3 @@ class StorageReadMixin:
         rows = self.store.ordered_slots() if self.unit == "transition" else self.store.ordered_rows()
         rows = rows[max(0, rows.shape[0] - int(n)) :]
         return _td(self.store.ring.gather(rows), torch.Size([rows.shape[0]]))
-
-    def call_packed(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call ``method`` with arguments and results as numpy dicts (how remote shards talk to the driver).
-
-        Torch tensors pickle slowly; a TensorDict of numpy arrays travels through Ray cheaply.
-        """
-        args = tuple(unpack_tensordicts(a) for a in args)
-        kwargs = {k: unpack_tensordicts(v) for k, v in kwargs.items()}
-        return pack_tensordicts(getattr(self, method)(*args, **kwargs))
-
-    def view(self) -> Any:
-        """A read-only `BufferView` of everything stored."""
-        from rlightning.buffer.utils.buffer_view import BufferView
-
-        return BufferView(self.get_data())

@@ -90,6 +90,9 @@ class RowRing:
         self.rows = int(rows)
         self.device = torch.device(device)
         self._on_cpu = self.device.type == "cpu"
+        #: Rows at least this large are written run by run (one copy); smaller ones by gather + scatter
+        #: (two copies of a few bytes, far fewer Python calls).
+        self.run_copy_min_bytes = 1024
         self.data: Optional[Dict[str, torch.Tensor]] = None
         self.spec: Optional[Spec] = None
 
@@ -161,6 +164,61 @@ class RowRing:
             if rest:
                 dst[:rest].copy_(src[start + first : start + n])
 
+    def copy_rows_to(self, source: Dict[str, torch.Tensor], idx: torch.Tensor, dst: torch.Tensor) -> int:
+        """Write rows ``idx`` of ``source`` to rows ``dst`` (same length), with as few copies as possible.
+
+        A contiguous ``dst`` is one ``index_select`` straight into the rows. Large rows (pixels) whose
+        index runs are contiguous (a record's steps of one row, in time order) are copied run by run,
+        one slice copy each; otherwise the rows are gathered, then scattered (two copies).
+
+        Returns:
+            Copies of each row made (1 or 2).
+        """
+        n = idx.numel()
+        if n == 0:
+            return 0
+        on_dev = self._on_cpu and all(v.device.type == "cpu" for v in source.values())
+        if not on_dev:
+            source = {k: v.to(self.device) for k, v in source.items()}
+        step = torch.ones(n - 1, dtype=torch.bool) if n > 1 else torch.zeros(0, dtype=torch.bool)
+        if n > 1:
+            step = ((idx[1:] - idx[:-1]) == 1) & ((dst[1:] - dst[:-1]) == 1)
+        starts = torch.cat([torch.zeros(1, dtype=torch.int64), (~step).nonzero().squeeze(1) + 1])
+        runs = starts.numel()
+        dst_contig = n == 1 or bool(((dst[1:] - dst[:-1]) == 1).all())
+        if dst_contig:
+            d0 = int(dst[0])
+            i = idx if on_dev else idx.to(self.device)
+            for k, out in self.data.items():
+                if k in source:
+                    torch.index_select(self._cast(source[k], out), 0, i, out=out[d0 : d0 + n])
+            return 1
+        if runs * 8 <= n and self._row_bytes() >= self.run_copy_min_bytes:
+            bounds = torch.cat([starts, torch.tensor([n])]).tolist()
+            src_at = idx.index_select(0, starts).tolist()
+            dst_at = dst.index_select(0, starts).tolist()
+            for k, out in self.data.items():
+                if k not in source:
+                    continue
+                src = self._cast(source[k], out)
+                for r in range(runs):
+                    length = bounds[r + 1] - bounds[r]
+                    out[dst_at[r] : dst_at[r] + length].copy_(src[src_at[r] : src_at[r] + length])
+            return 1
+        i = idx if on_dev else idx.to(self.device)
+        d = dst if on_dev else dst.to(self.device)
+        for k, out in self.data.items():
+            if k in source:
+                out.index_copy_(0, d, self._cast(source[k], out).index_select(0, i))
+        return 2
+
+    def _row_bytes(self) -> int:
+        return sum(v[0].numel() * v.element_size() for v in self.data.values()) if self.data else 0
+
+    @staticmethod
+    def _cast(src: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return src if src.dtype == like.dtype else src.to(like.dtype)
+
     def gather(self, idx: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Rows at ``idx`` (one ``index_select`` per key)."""
         if self._on_cpu is not (idx.device.type == "cpu"):
@@ -213,6 +271,15 @@ class TransitionStore:
             start, n = n - self.capacity, self.capacity
         pos = self.cursor
         self.ring.copy_in(batch, pos, start, n)
+        self.cursor = (pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        return pos
+
+    def claim(self, n: int) -> int:
+        """Take ``n <= capacity`` slots for a caller that writes them itself; return the first (they wrap)."""
+        if not self.ring.allocated:
+            raise RuntimeError("TransitionStore.claim needs an allocated ring (write a first batch)")
+        pos = self.cursor
         self.cursor = (pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         return pos

@@ -28,6 +28,7 @@ import torch
 from tensordict import TensorDict
 
 from rlightning.buffer.utils.preprocessors import IdentityPreprocessor, to_numpy
+from rlightning.types.record import RecordKeyError
 
 __all__ = [
     "STEP_ENV_KEYS",
@@ -165,6 +166,10 @@ def default_postprocess_fn(episode: TensorDict, bootstrap_value: Optional[torch.
     return episode
 
 
+default_postprocess_fn.reads = ()
+default_postprocess_fn.writes = ()
+
+
 def run_postprocess(
     fn: Callable, data: Dict[str, torch.Tensor], lengths: np.ndarray, bootstrap_value: Optional[np.ndarray]
 ) -> Dict[str, torch.Tensor]:
@@ -197,10 +202,7 @@ def gae(
     gamma: float,
     gae_lambda: float,
 ) -> np.ndarray:
-    """Generalised advantage estimates for one episode.
-
-    ``delta`` is computed for all steps at once; the backward recursion runs
-    over plain floats, which is fast for the few hundred steps of an episode.
+    """Generalised advantage estimates for one episode (`rlightning.policy.returns.gae` on numpy arrays).
 
     Args:
         reward: ``[T]`` rewards.
@@ -213,21 +215,21 @@ def gae(
     Returns:
         ``[T]`` float32 advantages.
     """
-    reward = np.asarray(reward, dtype=np.float64).reshape(-1)
-    value = np.asarray(value, dtype=np.float64).reshape(-1)
-    not_term = 1.0 - np.asarray(terminated, dtype=np.float64).reshape(-1)
-    next_value = np.empty_like(value)
-    next_value[:-1] = value[1:]
-    if value.shape[0]:
-        next_value[-1] = bootstrap_value
-    delta = reward + gamma * next_value * not_term - value
-    coef = (gamma * gae_lambda * not_term).tolist()
-    adv = [0.0] * len(coef)
-    running = 0.0
-    for t in range(len(coef) - 1, -1, -1):
-        running = delta[t] + coef[t] * running
-        adv[t] = running
-    return np.asarray(adv, dtype=np.float32)
+    from rlightning.policy.returns import gae as gae_fn
+
+    value_t = torch.as_tensor(np.asarray(value, dtype=np.float64).reshape(-1))
+    steps = value_t.shape[0]
+    next_value = torch.empty_like(value_t)
+    next_value[:-1] = value_t[1:]
+    if steps:
+        next_value[-1] = float(bootstrap_value)
+    done = torch.zeros(steps, dtype=torch.bool)
+    if steps:
+        done[-1] = True
+    reward_t = torch.as_tensor(np.asarray(reward, dtype=np.float64).reshape(-1))
+    term_t = torch.as_tensor(np.asarray(terminated, dtype=np.float64).reshape(-1))
+    adv, _ = gae_fn(reward_t, value_t, next_value, term_t, done, gamma, gae_lambda)
+    return adv.numpy()
 
 
 def make_gae_postprocess_fn(gamma: float, gae_lambda: float) -> Callable:
@@ -247,34 +249,22 @@ def make_gae_postprocess_fn(gamma: float, gae_lambda: float) -> Callable:
 
 
 class _GAEPostprocess:
-    """Picklable GAE postprocess (see `make_gae_postprocess_fn`)."""
+    """Picklable GAE postprocess (see `make_gae_postprocess_fn`); the maths is `rlightning.policy.returns.gae`.
+
+    ``reads`` / ``writes`` name the keys it uses and adds: a storage runs it on those keys only.
+    """
+
+    reads = ("reward", "value", "terminated")
+    writes = ("advantage", "return")
 
     def __init__(self, gamma: float, gae_lambda: float) -> None:
         self.gamma = gamma
         self.gae_lambda = gae_lambda
 
     def __call__(self, episode: TensorDict, bootstrap_value: Optional[Any] = None) -> TensorDict:
-        if "value" not in episode.keys():
-            raise KeyError(
-                f"GAE needs a 'value' key in the episode (the PolicyResponse extras); it has {sorted(episode.keys())}"
-            )
-        value = episode["value"].reshape(-1)
-        terminated = episode["terminated"].reshape(-1)
-        boot = 0.0
-        if bootstrap_value is not None and not bool(terminated[-1]):
-            boot = float(to_numpy(bootstrap_value).reshape(-1)[0])
-        adv = gae(
-            episode["reward"].cpu().numpy(),
-            value.cpu().numpy(),
-            terminated.cpu().numpy(),
-            boot,
-            self.gamma,
-            self.gae_lambda,
-        )
-        adv_t = torch.from_numpy(adv).to(value.device)
-        episode.set("advantage", adv_t)
-        episode.set("return", adv_t + value.to(torch.float32))
-        return episode
+        boot = None if bootstrap_value is None else torch.as_tensor(to_numpy(bootstrap_value)).reshape(-1)[:1]
+        lengths = torch.tensor([episode.batch_size[0]])
+        return self.batched(episode, lengths, boot)
 
     def batched(self, episodes: TensorDict, lengths: torch.Tensor, bootstrap_value: Optional[Any]) -> TensorDict:
         """GAE for several episodes concatenated along the batch dimension, in one backward pass.
@@ -283,32 +273,35 @@ class _GAEPostprocess:
             episodes: ``[sum(lengths)]`` concatenated episodes.
             lengths: ``[E]`` episode lengths.
             bootstrap_value: ``[E]`` values after each episode's last step (None: 0).
+
+        Raises:
+            KeyError: the episodes lack ``value`` or ``reward``.
         """
-        if "value" not in episodes.keys():
-            raise KeyError(
-                f"GAE needs a 'value' key in the episode (the PolicyResponse extras); it has {sorted(episodes.keys())}"
-            )
-        value_t = episodes["value"].reshape(-1)
-        value = value_t.cpu().numpy().astype(np.float64)
-        reward = episodes["reward"].reshape(-1).cpu().numpy().astype(np.float64)
-        not_term = 1.0 - episodes["terminated"].reshape(-1).cpu().numpy().astype(np.float64)
-        ends = np.cumsum(to_numpy(lengths).astype(np.int64)) - 1
-        next_value = np.empty_like(value)
+        from rlightning.policy.returns import gae as gae_fn
+
+        keys = set(episodes.keys())
+        for key, where in (("value", "the PolicyResponse extras"), ("reward", "the EnvRet's last_reward")):
+            if key not in keys:
+                raise RecordKeyError(f"GAE needs a {key!r} key in the episode ({where}); it has {sorted(keys)}")
+        value_t = episodes["value"].reshape(episodes.batch_size[0], -1)[:, 0]
+        value = value_t.to(torch.float64).cpu()
+        n = value.shape[0]
+        ends = torch.cumsum(torch.as_tensor(to_numpy(lengths)).long(), 0) - 1
+        next_value = torch.empty_like(value)
         next_value[:-1] = value[1:]
-        boot = np.zeros(len(ends)) if bootstrap_value is None else to_numpy(bootstrap_value).astype(np.float64)
-        next_value[ends] = boot.reshape(-1)
-        delta = reward + self.gamma * next_value * not_term - value
-        coef = self.gamma * self.gae_lambda * not_term
-        coef[ends] = 0.0
-        delta_l, coef_l = delta.tolist(), coef.tolist()
-        adv = [0.0] * len(coef_l)
-        running = 0.0
-        for t in range(len(coef_l) - 1, -1, -1):
-            running = delta_l[t] + coef_l[t] * running
-            adv[t] = running
-        adv_t = torch.tensor(adv, dtype=torch.float32, device=value_t.device)
-        episodes.set("advantage", adv_t)
-        episodes.set("return", adv_t + value_t.to(torch.float32))
+        if bootstrap_value is None:
+            boot = torch.zeros(ends.shape[0], dtype=torch.float64)
+        else:
+            boot = torch.as_tensor(to_numpy(bootstrap_value)).to(torch.float64).reshape(-1)
+        next_value[ends] = boot
+        done = torch.zeros(n, dtype=torch.bool)
+        done[ends] = True
+        terminated = episodes["terminated"].reshape(n).cpu() if "terminated" in keys else torch.zeros(n)
+        reward = episodes["reward"].reshape(n).cpu()
+        adv, target = gae_fn(reward, value, next_value, terminated, done, self.gamma, self.gae_lambda)
+        device = value_t.device
+        episodes.set("advantage", adv.to(device))
+        episodes.set("return", target.to(device))
         return episodes
 
     def __repr__(self) -> str:

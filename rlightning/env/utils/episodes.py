@@ -94,3 +94,55 @@ def episode_report(env_ret: Any) -> Tuple[List[float], List[int]]:
         return [], []
     done = np.asarray(done, dtype=bool).reshape(-1)
     return np.asarray(ret).reshape(-1)[done].tolist(), np.asarray(length).reshape(-1)[done].tolist()
+
+
+class EpisodeIds:
+    """Episode ids of ``num_envs`` rows: one int64 counter per env worker, so an id is unique within it.
+
+    `reset` gives every row a new id (the first: ``base + i`` for row ``i``); every time a row starts a new
+    episode it takes the next value of the counter. A row starts a new episode on the autoreset step of
+    the NEXT_STEP convention (the step whose ``valid`` is False: its ``next.obs`` is the reset
+    observation), so every valid step of an episode carries the same id. Ids of one block are handed
+    out in time-major order (step, then row).
+
+    Args:
+        num_envs: Rows.
+        base: First id (a relaunched worker starts past the ids its predecessor may have used).
+    """
+
+    def __init__(self, num_envs: int, base: int = 0) -> None:
+        self.num_envs = int(num_envs)
+        self._next = int(base)
+        self.current = np.full(self.num_envs, -1, dtype=np.int64)
+
+    def _take(self, n: int) -> np.ndarray:
+        ids = np.arange(self._next, self._next + n, dtype=np.int64)
+        self._next += n
+        return ids
+
+    def reset(self) -> np.ndarray:
+        """Every row starts a new episode (an env reset); returns the rows' new ids."""
+        self.current = self._take(self.num_envs)
+        return self.current
+
+    def assign(self, valid: np.ndarray) -> np.ndarray:
+        """Ids ``[num_envs, T]`` of a block of steps whose ``valid`` flags are ``[num_envs, T]``.
+
+        Raises:
+            ValueError: ``valid`` is not ``[num_envs, T]``.
+        """
+        valid = np.asarray(valid, dtype=bool)
+        if valid.ndim != 2 or valid.shape[0] != self.num_envs:
+            raise ValueError(f"valid must be [num_envs={self.num_envs}, T], got shape {valid.shape}")
+        starts = ~valid
+        if not starts.any():
+            return np.repeat(self.current[:, None], valid.shape[1], axis=1)
+        steps, rows = np.nonzero(starts.T)  # time-major order
+        new = np.full(valid.shape, -1, dtype=np.int64)
+        new[rows, steps] = self._take(len(rows))
+        t = np.arange(valid.shape[1])
+        last = np.maximum.accumulate(np.where(starts, t, -1), axis=1)  # latest start at or before each step
+        started = new[np.arange(self.num_envs)[:, None], np.maximum(last, 0)]
+        ids = np.where(last >= 0, started, self.current[:, None])
+        self.current = ids[:, -1].copy()
+        return ids

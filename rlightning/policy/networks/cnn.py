@@ -90,7 +90,7 @@ class _ImageEncoder(nn.Module):
         super().__init__()
         self.obs_shape = tuple(int(s) for s in obs_shape)
         self.channels, self.height, self.width, self.channels_last = image_layout(self.obs_shape, channels_last)
-        self.scale = scale  # None: scale integer inputs only
+        self.scale = scale  # None: scale uint8 inputs only
         self.normalize = False  # frames are scaled, not normalised with running statistics
 
     def _prepare(self, obs: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, ...]]:
@@ -104,9 +104,9 @@ class _ImageEncoder(nn.Module):
             )
         lead = tuple(obs.shape[: obs.dim() - rank])
         x = obs.reshape(-1, *self.obs_shape)
-        integer = not torch.is_floating_point(x)
+        pixels = x.dtype == torch.uint8  # bool planes (MinAtar) and floats are taken as they are
         x = x.float()
-        if self.scale or (self.scale is None and integer):
+        if self.scale or (self.scale is None and pixels):
             x = x / 255.0
         if rank == 2:
             x = x.unsqueeze(1)
@@ -127,7 +127,7 @@ class NatureCNN(_ImageEncoder):
         obs_shape: One observation's shape, e.g. ``(84, 84, 4)`` or ``(4, 84, 84)``.
         features: Output width.
         channels_last: Channel order (None: from the shape).
-        scale: Divide inputs by 255 (None: integer inputs only).
+        scale: Divide inputs by 255 (None: uint8 inputs only).
 
     Raises:
         ValueError: an image smaller than the convolutions need (at least 36 x 36).
@@ -183,7 +183,7 @@ class ImpalaCNN(_ImageEncoder):
         channels: Width of each stage.
         features: Output width.
         channels_last: Channel order (None: from the shape).
-        scale: Divide inputs by 255 (None: integer inputs only).
+        scale: Divide inputs by 255 (None: uint8 inputs only).
     """
 
     def __init__(

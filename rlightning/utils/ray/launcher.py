@@ -74,6 +74,9 @@ def launch_ray_actor(cls: type, *args: Any, options: Optional[Dict[str, Any]] = 
     else:
         opts.pop("runtime_env", None)
     _ship_by_value(cls)
+    for arg in args:  # a class handed to the constructor (an env class for a RolloutWorker) travels too
+        if isinstance(arg, type):
+            _ship_by_value(arg)
     actor_cls = cls if hasattr(cls, "remote") and hasattr(cls, "options") else ray.remote(cls)
     logger.debug("launching %s with options %s", cls.__name__, opts)
     return actor_cls.options(**opts).remote(*args, **kwargs)

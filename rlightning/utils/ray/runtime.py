@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import sys
 import threading
@@ -166,7 +167,7 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
         kwargs["_node_ip_address"] = node_ip
         for attempt in range(3):
             try:
-                with _loopback_allowed(node_ip), _worker_thread_env():
+                with _loopback_allowed(node_ip), _worker_thread_env(), ray_messages_to_logger():
                     ray.init(address="local", **kwargs)
                 break
             except Exception as err:  # noqa: BLE001 - retried only for Ray's startup timeout
@@ -183,6 +184,32 @@ def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
         ray.init(address=address, **kwargs)
         _state["started"] = False
         _state["worker_env"] = {}
+
+
+class _ToLogger(logging.Handler):
+    """Hands Ray's records to the rlightning logger; WARNING and below become INFO (shown at ``log.level``)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = logging.INFO if record.levelno <= logging.WARNING else record.levelno
+        try:
+            logger.log(level, "ray: %s", record.getMessage())
+        except Exception:  # noqa: BLE001 - logging never breaks a start
+            pass
+
+
+@contextlib.contextmanager
+def ray_messages_to_logger():
+    """While a local runtime starts, Ray's own start-up lines (the token-authentication notice,
+    "Started a local Ray instance") go to the rlightning logger instead of the notebook cell."""
+    ray_logger = logging.getLogger("ray")
+    saved, propagate = list(ray_logger.handlers), ray_logger.propagate
+    ray_logger.handlers = [_ToLogger()]
+    ray_logger.propagate = False
+    try:
+        yield
+    finally:
+        ray_logger.handlers = saved
+        ray_logger.propagate = propagate
 
 
 WORKER_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")

@@ -1,0 +1,93 @@
+"""`StepChunks`: the per-step layout's steps gathered into one ``[N, T]`` record per env worker.
+
+The per-step layout learns each step's EnvRets and responses in the driver.
+Instead of one ``[N]`` record per worker and step, each step is written (one
+numpy assignment per key) into a preallocated `RecordWriter` per env worker,
+and the rollout is stored as one ``[N, T]`` record per worker, the same shape
+the env-worker layout stores. A worker that was recreated mid-rollout has the
+steps before it stored and starts a new record from its reset EnvRet.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Sequence
+
+from rlightning.env.utils.episodes import EpisodeIds
+from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
+from rlightning.types import BatchedData
+from rlightning.types.record import response_arrays
+
+__all__ = ["StepChunks"]
+
+
+class StepChunks:
+    """Writers of one rollout of ``num_steps`` steps, one per env worker.
+
+    Args:
+        env_rets: The EnvRets the rollout starts from (env id -> EnvRet).
+        num_steps: T.
+        ids_of: env id, EnvRet -> that env's `EpisodeIds` (kept by the collector across rollouts).
+    """
+
+    def __init__(self, env_rets: BatchedData, num_steps: int, ids_of: Callable[[str, Any], EpisodeIds]) -> None:
+        self.num_steps = int(num_steps)
+        self._ids_of = ids_of
+        self._writers: Dict[str, RecordWriter] = {}
+        self._steps: Dict[str, int] = {}
+        for env_id, ret in env_rets.items():
+            self._start(env_id, ret, self.num_steps)
+
+    def _start(self, env_id: str, ret: Any, steps: int) -> None:
+        self._ids_of(env_id, ret)
+        n = start_done_flags(ret).shape[0]
+        self._writers[env_id] = RecordWriter(env_id, n, steps, ret.observation, start_done_flags(ret))
+        self._steps[env_id] = 0
+
+    def write(self, resps: BatchedData, next_rets: BatchedData, restarted: Sequence[str], t: int) -> List[Any]:
+        """Step ``t``: each worker's response and next EnvRet; returns the records of restarted workers.
+
+        A restarted worker's next EnvRet is its reset: its steps so far become a record (returned, to be
+        stored before its episodes are truncated) and a new writer starts from the reset for the steps left.
+        """
+        done: List[Any] = []
+        after = dict(next_rets.items())
+        for env_id, resp in resps.items():
+            writer = self._writers.get(env_id)
+            nxt = after.get(env_id)
+            if writer is None or nxt is None:
+                continue
+            if env_id in restarted:
+                record = self._finish(env_id)
+                if record is not None:
+                    done.append(record)
+                left = self.num_steps - t - 1
+                if left > 0:
+                    self._start(env_id, nxt, left)
+                continue
+            out = response_arrays(resp, env_id, writer.num_envs)
+            writer.write_step(
+                self._steps[env_id], out, nxt.observation, nxt.last_reward, nxt.last_terminated, nxt.last_truncated
+            )
+            self._steps[env_id] += 1
+        return done
+
+    def _finish(self, env_id: str, last_value: Any = None) -> Any:
+        writer = self._writers.pop(env_id)
+        steps = self._steps.pop(env_id)
+        if not steps:
+            return None
+        return arrays_to_record(writer.finish(self._ids_of(env_id, None), steps, last_value=last_value), env_id)
+
+    def finish(self, last_resps: Any = None) -> List[Any]:
+        """The ``[N, T]`` records of every worker (the steps written), in worker order.
+
+        ``last_resps``: responses to the current EnvRets; their ``value`` is each record's last ``next.value``.
+        """
+        values = {i: getattr(r, "value", None) for i, r in last_resps.items()} if last_resps is not None else {}
+        records = (self._finish(env_id, values.get(env_id)) for env_id in list(self._writers))
+        return [r for r in records if r is not None]
+
+    @property
+    def wants_values(self) -> bool:
+        """True when the policy's responses carry ``value`` (the records then need the last one)."""
+        return any(w.extras is not None and "value" in w.extras for w in self._writers.values())

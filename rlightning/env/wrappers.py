@@ -1,0 +1,156 @@
+"""Gymnasium wrappers named in the config (``env.wrappers``), resolved in the driver, applied in the worker.
+
+    env:
+      name: ALE/Breakout-v5
+      env_kwargs: {frameskip: 1}
+      wrappers:
+        - atari_preprocessing                       # a short name (see WRAPPERS)
+        - {name: frame_stack, kwargs: {stack_size: 4}}
+        - {name: gymnasium.wrappers:TransformReward, kwargs: {func: ...}}   # or any "module:Class"
+
+Each entry is a short name from `WRAPPERS`, the class name of a wrapper in
+``gymnasium.wrappers`` (``FrameStackObservation``), or a ``module:Class`` entry
+point. Wrappers wrap every sub-environment, in the order listed, inside the
+env worker. `resolve_wrappers` runs in the driver when the run is built, so an
+unknown name fails before any actor starts, naming the closest valid names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Sequence
+
+import gymnasium as gym
+
+from rlightning.utils.registry import closest
+
+__all__ = ["WRAPPERS", "WrapperSpec", "apply_wrappers", "resolve_wrappers"]
+
+#: Short names of the gymnasium wrappers researchers reach for, and the class each stands for.
+WRAPPERS: Dict[str, str] = {
+    "atari_preprocessing": "AtariPreprocessing",
+    "frame_stack": "FrameStackObservation",
+    "grayscale": "GrayscaleObservation",
+    "resize": "ResizeObservation",
+    "reshape": "ReshapeObservation",
+    "flatten": "FlattenObservation",
+    "normalize_obs": "NormalizeObservation",
+    "normalize_reward": "NormalizeReward",
+    "clip_reward": "ClipReward",
+    "clip_action": "ClipAction",
+    "rescale_action": "RescaleAction",
+    "time_limit": "TimeLimit",
+    "episode_statistics": "RecordEpisodeStatistics",
+    "dtype": "DtypeObservation",
+    "max_and_skip": "MaxAndSkipObservation",
+    "sticky_action": "StickyAction",
+}
+
+
+@dataclass(frozen=True)
+class WrapperSpec:
+    """A resolved wrapper: its class and keyword arguments (picklable, so it travels to Ray workers)."""
+
+    name: str
+    cls: type
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+
+    def wrap(self, env: gym.Env) -> gym.Env:
+        """``cls(env, **kwargs)``, with the wrapper named in an error."""
+        try:
+            return self.cls(env, **self.kwargs)
+        except TypeError as err:
+            raise TypeError(
+                f"env wrapper {self.name!r} ({self.cls.__name__}) with kwargs {self.kwargs}: {err}"
+            ) from err
+
+
+def _known_names() -> List[str]:
+    gym_names = [n for n in dir(gym.wrappers) if isinstance(getattr(gym.wrappers, n, None), type)]
+    return list(WRAPPERS) + sorted(n for n in gym_names if issubclass(getattr(gym.wrappers, n), gym.Wrapper))
+
+
+def _unknown(name: str, detail: str = "") -> KeyError:
+    near = closest(name, _known_names(), n=5)
+    hint = f"; closest: {', '.join(map(repr, near))}" if near else ""
+    extra = f" ({detail})" if detail else ""
+    return KeyError(
+        f"unknown env wrapper {name!r}{extra}{hint}. Use a short name ({', '.join(WRAPPERS)}), a class in "
+        "gymnasium.wrappers, or a 'module:Class' entry point"
+    )
+
+
+def _resolve_class(name: str) -> type:
+    if ":" in name:
+        module_name, attr = name.split(":", 1)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise _unknown(name, f"module {module_name!r} cannot be imported: {err}") from None
+        obj = getattr(module, attr, None)
+        if obj is None:
+            raise _unknown(name, f"module {module_name!r} has no {attr!r}")
+    else:
+        attr = WRAPPERS.get(name, name)
+        obj = getattr(gym.wrappers, attr, None)
+        if not isinstance(obj, type):
+            raise _unknown(name)
+    if not (isinstance(obj, type) and issubclass(obj, gym.Wrapper)) and not callable(obj):
+        raise TypeError(f"env wrapper {name!r} is {obj!r}, not a gymnasium.Wrapper class or a callable(env, **kwargs)")
+    return obj
+
+
+def _check_kwargs(name: str, cls: Callable, kwargs: Dict[str, Any]) -> None:
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return
+    params = list(sig.parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    valid = [p.name for p in params[1:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    bad = [k for k in kwargs if k not in valid]
+    if bad:
+        near = closest(bad[0], valid, n=3)
+        hint = f" (closest: {', '.join(map(repr, near))})" if near else ""
+        raise KeyError(
+            f"env wrapper {name!r} ({getattr(cls, '__name__', cls)}) has no argument {bad[0]!r}{hint}; "
+            f"valid: {', '.join(valid) or 'none'}"
+        )
+
+
+def resolve_wrappers(entries: Sequence[Any]) -> List[WrapperSpec]:
+    """Resolve the config's ``env.wrappers`` entries (names, or ``{"name", "kwargs"}`` dicts) to `WrapperSpec` s.
+
+    Raises:
+        KeyError: an unknown wrapper or keyword argument (the closest valid names listed).
+        TypeError: an entry that is neither a string nor a ``{"name": ..., "kwargs": {...}}`` mapping.
+    """
+    out: List[WrapperSpec] = []
+    for i, entry in enumerate(entries or ()):
+        if isinstance(entry, str):
+            name, kwargs = entry, {}
+        elif isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            extra = set(entry) - {"name", "kwargs"}
+            if extra:
+                raise TypeError(f"env.wrappers[{i}] has keys {sorted(extra)}; an entry has 'name' and 'kwargs'")
+            name, kwargs = entry["name"], entry.get("kwargs") or {}
+            if not isinstance(kwargs, dict):
+                raise TypeError(f"env.wrappers[{i}] ({name!r}): kwargs must be a mapping, got {kwargs!r}")
+        else:
+            raise TypeError(
+                f"env.wrappers[{i}] must be a wrapper name or {{'name': ..., 'kwargs': {{...}}}}, got {entry!r}"
+            )
+        cls = _resolve_class(name)
+        _check_kwargs(name, cls, kwargs)
+        out.append(WrapperSpec(name, cls, dict(kwargs)))
+    return out
+
+
+def apply_wrappers(env: gym.Env, specs: Sequence[WrapperSpec]) -> gym.Env:
+    """Wrap ``env`` with each spec in order."""
+    for spec in specs:
+        env = spec.wrap(env)
+    return env
