@@ -16,6 +16,7 @@ pytestmark = pytest.mark.ray
 
 FLAG_VARS = [f"RLIGHTNING_{n}" for n in InternalFlag.NAMES]
 REMOTE_ENV_AND_STORAGE = [
+    "cluster.inference=eval_workers",  # an eval worker acts (the preset's env workers would act themselves)
     "cluster.remote_env=true",
     "cluster.remote_storage=true",
     "cluster.remote_eval=true",
@@ -53,7 +54,7 @@ def _policy_locality(group) -> tuple:
 def test_two_runs_with_different_placements_do_not_affect_each_other(tmp_path, ray_runtime, flags):
     before = {v: os.environ.get(v) for v in FLAG_VARS}
     remote = build_run(small_ppo(tmp_path / "remote", False, *REMOTE_ENV_AND_STORAGE))
-    local = build_run(small_ppo(tmp_path / "local", False))
+    local = build_run(small_ppo(tmp_path / "local", False, "cluster.inference=eval_workers"))
     try:
         for parts in (remote, local):
             assert _step(parts) == 256
@@ -73,7 +74,7 @@ def test_two_runs_with_different_placements_do_not_affect_each_other(tmp_path, r
         # the engine's eval env group is local while the training env group stays remote
         result = remote.engine.evaluate(num_episodes=1)
         assert result["episodes"] == 1
-        assert remote.engine._eval_env_group.is_remote is False  # the eval group evaluate() made
+        assert remote.engine.evaluator.env_group.is_remote is False  # the eval group evaluate() made
         assert remote.env_group.is_remote is True
         assert _step(remote) == 256 and _step(local) == 256
         assert {v: os.environ.get(v) for v in FLAG_VARS} == before
