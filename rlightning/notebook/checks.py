@@ -14,9 +14,11 @@ def check_config(cfg: MainConfig) -> None:
         UnknownNameError: an unknown env id, engine, policy or buffer (a ``KeyError`` too).
         ConfigError: parts that do not fit together.
     """
+    from rlightning.utils.registry import ENVS
     from rlightning.utils.validate import validate_config
 
-    if cfg.env.backend == "gymnasium":
+    # A name registered in ENVS is its own backend (as the env group resolves it); else a gymnasium id.
+    if cfg.env.backend == "gymnasium" and not (cfg.env.name in ENVS and cfg.env.name != "gymnasium"):
         from rlightning.env.gym_env import resolve_env_spec
 
         try:
