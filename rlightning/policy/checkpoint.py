@@ -69,9 +69,16 @@ def load_checkpoint_state(policy: BasePolicy, state: Dict[str, Any]) -> Dict[str
     if str(policy.role_type) == "eval":
         unexpected = []  # eval workers build only what acting needs (no critics, no targets)
     if missing or unexpected:
+        older = ""
+        if state.get("policy_class") == policy.policy_class_name():
+            older = (
+                "; it is a checkpoint of the same policy class with other modules, so it was written by another "
+                "version of rlightning (older checkpoints lack modules added since, such as DQN's 'progress'): "
+                "load it with the version that wrote it, or train again"
+            )
         raise KeyError(
             f"checkpoint of {state.get('policy_class')!r} does not fit {policy.policy_class_name()}: "
-            f"missing modules {missing}, unexpected modules {unexpected}"
+            f"missing modules {missing}, unexpected modules {unexpected}{older}"
         )
     for name, module in own_modules.items():
         own = module.state_dict()

@@ -234,3 +234,13 @@ def test_async_rollout_step_in_a_ray_actor(ray_runtime, remote_flags):
         assert all(r.action.shape == (3,) for r in out.values())
     finally:
         group.shutdown()
+
+
+def test_checkpoint_of_the_same_policy_from_another_version_says_so(tmp_path):
+    policy = make_ppo()
+    state = policy.checkpoint_state()
+    del state["modules"]["critic"]  # as a checkpoint written before a module was added looks
+    before = policy.weights_checksum()
+    with pytest.raises(KeyError, match=r"missing modules \['critic'\].*written by another version of rlightning"):
+        policy.load_checkpoint_state(state)
+    assert policy.weights_checksum() == before
