@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any, Dict, List, Optional, Type, Union
 
@@ -110,6 +111,31 @@ def _launch(
     return launch_ray_actor(cls, policy_cfg, role_type=role, worker_index=index, options=options)
 
 
+def _restart_unstarted(starts: List[Any], workers: Dict[str, List[Any]]) -> None:
+    """Wait until every policy actor answers; one that Ray lost before it ran is started once more.
+
+    Ray can drop an actor before its creation task runs (its owner's reference poll failed, the
+    node it was leased on went away): the actor then never ran any of our code, so starting it
+    again is safe. An actor whose constructor raised is not restarted: that error is raised as is.
+    """
+    if not starts:
+        return
+    import ray
+    from ray.exceptions import RayActorError
+
+    pending = [(role, index, start, workers[role][index].get_placement_info.remote()) for role, index, start in starts]
+    for role, index, start, ref in pending:
+        try:
+            ray.get(ref)
+        except RayActorError as err:
+            if err.actor_init_failed:
+                raise
+            logger.warning("%s worker %d was lost before it started (%s); starting it again", role, index, err)
+            ray.kill(workers[role][index], no_restart=True)
+            workers[role][index] = start()
+            ray.get(workers[role][index].get_placement_info.remote())
+
+
 def build_policy_group(
     policy_cls: Union[str, Type[BasePolicy]],
     policy_cfg: PolicyConfig,
@@ -166,6 +192,7 @@ def build_policy_group(
     eval_workers: List[Any] = []
     group = None
     train_pg = None
+    relaunch: List[Any] = []  # (role, index, start) for every actor: one more start if it dies before it runs
     try:
         if p.remote_train and c.train_placement is not None:
             from rlightning.utils.ray.placement_groups import TrainPlacement
@@ -178,33 +205,40 @@ def build_policy_group(
                 extra = dict(train_pg.options(i)) if train_pg is not None else {}
                 if c.train_resources:
                     extra["resources"] = dict(c.train_resources)
-                train_workers.append(
-                    _launch(
-                        train_cls,
-                        policy_cfg,
-                        PolicyRole.TRAIN,
+                relaunch.append(
+                    (
+                        "train",
                         i,
-                        c.train_each_cpu_num,
-                        c.train_each_gpu_num,
-                        env_vars,
-                        extra,
+                        functools.partial(
+                            _launch,
+                            train_cls,
+                            policy_cfg,
+                            PolicyRole.TRAIN,
+                            i,
+                            c.train_each_cpu_num,
+                            c.train_each_gpu_num,
+                            env_vars,
+                            extra,
+                        ),
                     )
                 )
+                train_workers.append(relaunch[-1][2]())
             else:
                 worker = cls(policy_cfg, role_type=PolicyRole.TRAIN, worker_index=i)
                 worker.setup_resources(num_cpus=c.train_each_cpu_num, num_gpus=c.train_each_gpu_num)
                 train_workers.append(worker)
         for i in range(c.eval_worker_num):
             if p.remote_eval:
-                eval_workers.append(
-                    _launch(
-                        eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num, env_vars
-                    )
+                start = functools.partial(
+                    _launch, eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num, env_vars
                 )
+                relaunch.append(("eval", i, start))
+                eval_workers.append(start())
             else:
                 worker = cls(policy_cfg, role_type=PolicyRole.EVAL, worker_index=i)
                 worker.setup_resources(num_cpus=c.eval_each_cpu_num, num_gpus=c.eval_each_gpu_num)
                 eval_workers.append(worker)
+        _restart_unstarted(relaunch, {"train": train_workers, "eval": eval_workers})
         group = PolicyGroup(train_policy_list=train_workers, eval_policy_list=eval_workers, config=policy_cfg)
         group.train_placement = train_pg
         if p.remote_eval:

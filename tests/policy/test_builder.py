@@ -103,3 +103,52 @@ def test_remote_workers_are_actors_with_placement(object_store_group):
     assert all(w["device"] == "cpu" and w["gpu_ids"] == [] for w in stats["train_workers"])
     threads = group.train_workers[0].call("stats")["threads"]
     assert threads == 1
+
+
+class _Answers:
+    def get_placement_info(self):
+        return {"pid": __import__("os").getpid()}
+
+
+class _DiesAtStart:
+    def __init__(self):
+        __import__("os")._exit(1)  # the process goes before the actor runs anything of ours
+
+    def get_placement_info(self):
+        return {}
+
+
+class _RaisesAtStart:
+    def __init__(self):
+        raise ValueError("a bad policy config")
+
+    def get_placement_info(self):
+        return {}
+
+
+def test_an_actor_lost_before_it_ran_is_started_once_more(ray_runtime):
+    from rlightning.policy.builder import _restart_unstarted
+
+    ray = ray_runtime
+    lost = ray.remote(num_cpus=0)(_DiesAtStart).remote()
+    good = ray.remote(num_cpus=0)(_Answers).remote()
+    workers = {"train": [lost], "eval": [good]}
+    starts = [("train", 0, lambda: ray.remote(num_cpus=0)(_Answers).remote()), ("eval", 0, None)]
+    _restart_unstarted(starts, workers)
+    assert workers["eval"][0] is good  # a healthy actor is kept
+    assert workers["train"][0] is not lost and ray.get(workers["train"][0].get_placement_info.remote())["pid"] > 0
+    for w in workers["train"] + workers["eval"]:
+        ray.kill(w)
+
+
+def test_an_actor_whose_constructor_raised_is_not_restarted(ray_runtime):
+    from ray.exceptions import RayActorError
+
+    from rlightning.policy.builder import _restart_unstarted
+
+    ray = ray_runtime
+    bad = ray.remote(num_cpus=0)(_RaisesAtStart).remote()
+    started = []
+    with pytest.raises(RayActorError, match="a bad policy config"):
+        _restart_unstarted([("train", 0, lambda: started.append(1))], {"train": [bad], "eval": []})
+    assert started == []
