@@ -230,7 +230,14 @@ def build_policy_group(
         for i in range(c.eval_worker_num):
             if p.remote_eval:
                 start = functools.partial(
-                    _launch, eval_cls, policy_cfg, PolicyRole.EVAL, i, c.eval_each_cpu_num, c.eval_each_gpu_num, env_vars
+                    _launch,
+                    eval_cls,
+                    policy_cfg,
+                    PolicyRole.EVAL,
+                    i,
+                    c.eval_each_cpu_num,
+                    c.eval_each_gpu_num,
+                    env_vars,
                 )
                 relaunch.append(("eval", i, start))
                 eval_workers.append(start())
