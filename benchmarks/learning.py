@@ -1,13 +1,21 @@
-"""Learning reference table: each preset trained to its published budget, then 10 deterministic episodes.
+"""Learning reference table: each row trained to its published budget, then 10 deterministic episodes.
 
-For every preset: the mean and std of the deterministic evaluation return over 10 episodes after
-``train.total_env_steps`` env steps, the env steps taken and the training wall-clock, beside the
-published figure (rl-baselines3-zoo's benchmark.md, same algorithm, env and budget) and whether the
-row is within the published mean minus one std. One torch thread, one process per run.
+For every row of `ROWS`: the mean and std of the deterministic evaluation return over 10 episodes after
+the row's budget of env steps, the env steps taken and the training wall-clock, beside the published
+figure (rl-baselines3-zoo's benchmark.md unless the row names another source) and beside
+Stable-Baselines3 trained here, in the same sitting, with rl-baselines3-zoo's hyperparameters for the
+same algorithm, env and budget (``benchmarks/peers/sb3_learning.py``, run in its own venv
+``.bench/venvs/sb3``). A row is within when its evaluation mean is at least the published mean minus
+one std. Ratios: rlightning / published mean (sign-aware: 1.0 or more is as good or better), and
+rlightning / SB3 wall-clock. One torch thread per process; one process per run.
 
-    python benchmarks/learning.py                                # every preset in the table
-    python benchmarks/learning.py --presets cartpole_dqn --seeds 1 2
-    python benchmarks/learning.py --json results.json
+    python benchmarks/learning.py                                    # every row, seed 1, with SB3
+    python benchmarks/learning.py --rows cartpole_dqn --seeds 1 2 3  # medians over the seeds
+    python benchmarks/learning.py --rows pendulum_td3 --no-sb3 --json results.json
+
+Adding a row: one `Row` in `ROWS` (the preset, the budget, the published figure and its source,
+optionally the SB3 case of ``peers/sb3_learning.py`` and config overrides that make the preset match
+the reference's settings).
 """
 
 from __future__ import annotations
@@ -15,43 +23,83 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
-from rlightning.utils.builders import build_run  # noqa: E402
-from rlightning.utils.config import apply_overrides, load_preset  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = "rl-baselines3-zoo benchmark.md"
 
-torch.set_num_threads(1)
 
-#: preset -> (algorithm, env, published mean, published std, budget in env steps), rl-baselines3-zoo benchmark.md.
-REFERENCE: Dict[str, tuple] = {
-    "cartpole_dqn": ("DQN", "CartPole-v1", 500.0, 0.0, 50_000),
-    "cartpole_rainbow": ("DQN (Rainbow-style)", "CartPole-v1", 500.0, 0.0, 50_000),  # against DQN's row
-    "pendulum_td3": ("TD3", "Pendulum-v1", -151.855, 90.227, 20_000),
-    "pendulum_sac": ("SAC", "Pendulum-v1", -156.995, 88.714, 20_000),
+@dataclass(frozen=True)
+class Row:
+    """One line of the reference table.
+
+    Attributes:
+        preset: The rlightning preset trained.
+        algorithm: The algorithm as the reference names it.
+        env: The env id.
+        budget: Env steps to train (the reference's ``n_timesteps``).
+        mean: Published mean evaluation return.
+        std: Published std.
+        source: Where the published figure comes from.
+        sb3: The case of ``peers/sb3_learning.py`` that trains SB3 on the same budget (None: no SB3 side).
+        overrides: Config overrides applied to the preset (``key=value``, as on the command line).
+    """
+
+    preset: str
+    algorithm: str
+    env: str
+    budget: int
+    mean: float
+    std: float
+    source: str = ZOO
+    sb3: Optional[str] = None
+    overrides: Tuple[str, ...] = ()
+
+
+#: name -> row. The name is the preset unless one preset serves two rows.
+ROWS: Dict[str, Row] = {
+    "cartpole_dqn": Row("cartpole_dqn", "DQN", "CartPole-v1", 50_000, 500.0, 0.0, sb3="dqn_cartpole"),
+    "cartpole_rainbow": Row("cartpole_rainbow", "DQN (Rainbow-style; DQN's row)", "CartPole-v1", 50_000, 500.0, 0.0),
+    "acrobot_dqn": Row("acrobot_dqn", "DQN", "Acrobot-v1", 100_000, -76.639, 11.752, sb3="dqn_acrobot"),
+    "pendulum_sac": Row("pendulum_sac", "SAC", "Pendulum-v1", 20_000, -156.995, 88.714, sb3="sac_pendulum"),
+    "pendulum_td3": Row("pendulum_td3", "TD3", "Pendulum-v1", 20_000, -151.855, 90.227, sb3="td3_pendulum"),
+    "mountaincar_sac": Row(
+        "mountaincar_sac", "SAC", "MountainCarContinuous-v0", 50_000, 94.679, 1.134, sb3="sac_mountaincar"
+    ),
 }
 
 
-def run_preset(preset: str, seed: int, episodes: int = 10) -> Dict[str, Any]:
-    """Train ``preset`` with ``seed`` to its budget; evaluate ``episodes`` deterministic episodes."""
-    budget = REFERENCE[preset][4]
+def run_row(name: str, seed: int, episodes: int = 10) -> Dict[str, Any]:
+    """Train row ``name``'s preset with ``seed`` to its budget; evaluate ``episodes`` deterministic episodes."""
+    import torch
+
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    torch.set_num_threads(1)
+    row = ROWS[name]
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = apply_overrides(
-            load_preset(preset),
+            load_preset(row.preset),
             [
                 "log.progress=false",
                 "log.jsonl=false",
                 f"log.run_dir={run_dir}",
                 f"seed={seed}",
-                f"train.total_env_steps={budget}",
+                f"train.total_env_steps={row.budget}",
                 "train.target_return=null",
                 "train.iterations=1000000",
+                *row.overrides,
             ],
         )
         engine = build_run(cfg).engine
@@ -63,51 +111,108 @@ def run_preset(preset: str, seed: int, episodes: int = 10) -> Dict[str, Any]:
         finally:
             engine.close()
     return {
-        "preset": preset,
+        "row": name,
+        "side": "rlightning",
         "seed": seed,
-        "return_mean": result["return_mean"],
-        "return_std": result["return_std"],
-        "env_steps": engine.env_steps,
+        "return_mean": float(result["return_mean"]),
+        "return_std": float(result["return_std"]),
+        "env_steps": int(engine.env_steps),
         "wall_s": wall,
     }
 
 
-def table(rows: List[Dict[str, Any]]) -> str:
-    """A markdown table of the runs beside the published figures."""
+def run_sb3(name: str, seed: int, episodes: int = 10) -> Optional[Dict[str, Any]]:
+    """The SB3 side of row ``name`` in its own venv (created on first use); None when the row has none."""
+    row = ROWS[name]
+    if row.sb3 is None:
+        return None
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.harness import venvs
+
+    py = venvs.ensure("sb3")
+    script = ROOT / "benchmarks" / "peers" / "sb3_learning.py"
+    cmd = [str(py), str(script), "--cases", row.sb3, "--seed", str(seed), "--episodes", str(episodes)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=script.parent).stdout
+    res = next(json.loads(line[len("@@result ") :]) for line in out.splitlines() if line.startswith("@@result "))
+    return {
+        "row": name,
+        "side": "sb3",
+        "seed": seed,
+        "return_mean": res["return_mean"],
+        "return_std": res["return_std"],
+        "env_steps": res["env_steps"],
+        "wall_s": res["values"][0],
+        "sb3": res.get("sb3"),
+    }
+
+
+def score_ratio(value: float, published: float) -> float:
+    """value / published for positive references, published / value for negative ones (1.0+: as good or better)."""
+    if published > 0:
+        return value / published
+    return published / value if value < 0 else float("inf")
+
+
+def within(row: Row, value: float) -> bool:
+    """The row's evaluation mean is at least the published mean minus one std."""
+    return value >= row.mean - row.std - 1e-9
+
+
+def _median(runs: Sequence[Dict[str, Any]], key: str) -> float:
+    return float(np.median([r[key] for r in runs]))
+
+
+def table(runs: List[Dict[str, Any]]) -> str:
+    """A markdown table: per row, medians over seeds of each side, beside the published figure."""
     lines = [
-        "| preset | algorithm | env | seed | eval return (10 ep) | env steps | wall s | published | within |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| row | algorithm | env | budget | seeds | rlightning eval (median; per seed) | SB3 eval (median; per seed) "
+        "| published | rl / published | within | rl wall s | SB3 wall s | rl / SB3 wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        algo, env, mean, std, _ = REFERENCE[r["preset"]]
-        ok = r["return_mean"] >= mean - std - 1e-9
+    for name in dict.fromkeys(r["row"] for r in runs):
+        row = ROWS[name]
+        ours = [r for r in runs if r["row"] == name and r["side"] == "rlightning"]
+        sb3 = [r for r in runs if r["row"] == name and r["side"] == "sb3"]
+        if not ours:
+            continue
+        m = _median(ours, "return_mean")
+        per = ", ".join(f"{r['return_mean']:.1f}" for r in ours)
+        sb3_per = ", ".join(f"{r['return_mean']:.1f}" for r in sb3)
+        sb3_eval = f"{_median(sb3, 'return_mean'):.1f}; {sb3_per}" if sb3 else "-"
+        w_ours = _median(ours, "wall_s")
+        w_sb3 = f"{_median(sb3, 'wall_s'):.0f}" if sb3 else "-"
+        wall_ratio = f"{w_ours / _median(sb3, 'wall_s'):.2f}x" if sb3 else "-"
         lines.append(
-            f"| {r['preset']} | {algo} | {env} | {r['seed']} | {r['return_mean']:.1f} +- {r['return_std']:.1f} "
-            f"| {r['env_steps']} | {r['wall_s']:.0f} | {mean:g} +- {std:g} | {'yes' if ok else 'no'} |"
+            f"| {name} | {row.algorithm} | {row.env} | {row.budget // 1000}k | {len(ours)} | {m:.1f}; {per} "
+            f"| {sb3_eval} | {row.mean:g} +- {row.std:g} | {score_ratio(m, row.mean):.2f} "
+            f"| {'yes' if within(row, m) else 'no'} | {w_ours:.0f} | {w_sb3} | {wall_ratio} |"
         )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=list(REFERENCE), choices=list(REFERENCE))
+    parser.add_argument("--rows", "--presets", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1])
     parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--json", default=None, help="also write the rows to this file")
+    parser.add_argument("--no-sb3", action="store_true", help="rlightning only (no SB3 side)")
+    parser.add_argument("--json", default=None, help="also write every run to this file")
     args = parser.parse_args()
-    rows = []
-    for preset in args.presets:
-        for seed in args.seeds:
-            rows.append(run_preset(preset, seed, args.episodes))
-            print(json.dumps(rows[-1]), flush=True)
-    print(table(rows))
-    if len(args.seeds) > 1:
-        for preset in args.presets:
-            means = [r["return_mean"] for r in rows if r["preset"] == preset]
-            print(f"{preset}: mean over seeds {np.mean(means):.1f} +- {np.std(means):.1f}")
+    runs: List[Dict[str, Any]] = []
+    for name in args.rows:
+        for seed in args.seeds:  # the two sides of a seed one after the other: same sitting, same load
+            runs.append(run_row(name, seed, args.episodes))
+            print(json.dumps(runs[-1]), flush=True)
+            if not args.no_sb3:
+                res = run_sb3(name, seed, args.episodes)
+                if res is not None:
+                    runs.append(res)
+                    print(json.dumps(res), flush=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (2-core machine: other jobs inflate wall-clock)")
+    print(table(runs))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(runs, f, indent=1)
 
 
 if __name__ == "__main__":
