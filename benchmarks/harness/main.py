@@ -41,6 +41,8 @@ ROOT = venvs.ROOT
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 RESULTS = ROOT / "benchmarks" / "results"
 THREADS = 1
+#: Items whose fresh process ``r`` of a side trains seed ``1 + r`` (medians over seeds, not over timing noise).
+SEEDED_ITEMS = ("ppo", "offpolicy")
 
 
 def log(msg: str) -> None:
@@ -169,6 +171,8 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace, pre: Optional
     opts = timing_opts(args, side.per_repeat_process, item.name == "ppo")
     if item.name == "ppo":
         timeout = args.ppo_cap + 240.0 if args.ppo_cap else 1800.0
+    elif item.name == "offpolicy":
+        timeout = 3600.0
     else:
         timeout = 300.0 if args.quick else 900.0
     repeats = args.proc_repeats if side.per_repeat_process else 1
@@ -190,8 +194,9 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace, pre: Optional
             for slot in todo:
                 case = dict(slots)[slot]
                 # PPO: repeat r of every side trains seed 1 + r (a median over seeds, not over timing noise)
-                seed = ["--seed", str(1 + int(slot.rsplit("#", 1)[1]))] if item.name == "ppo" else []
-                res = launch(side, [], opts + seed, timeout)
+                seeded = item.name in SEEDED_ITEMS
+                seed = ["--seed", str(1 + int(slot.rsplit("#", 1)[1]))] if seeded else []
+                res = launch(side, [case] if len(cases) > 1 else [], opts + seed, timeout)
                 if case in res:
                     got[slot] = res[case]
         else:

@@ -255,6 +255,33 @@ ITEMS: Dict[str, Item] = {
         higher_is_better=False,
         extra_cols=COLDSTART_PHASES,
     ),
+    "offpolicy": Item(
+        "offpolicy",
+        "DQN CartPole-v1 (50k env steps) and SAC Pendulum-v1 (20k), rl-zoo hyperparameters: training "
+        "wall-clock (seconds), then 10 deterministic evaluation episodes",
+        (
+            Side(
+                "rl",
+                "rlightning preset (benchmarks/learning.py row)",
+                "ours",
+                "ours",
+                "rlightning_learning.py",
+                per_repeat_process=True,
+            ),
+            Side(
+                "sb3",
+                "Stable-Baselines3, rl-zoo hyperparameters",
+                "peer",
+                "sb3",
+                "sb3_learning.py",
+                per_repeat_process=True,
+            ),
+        ),
+        ("dqn_cartpole", "sac_pendulum"),
+        higher_is_better=False,
+        quick_default=False,
+        extra_cols=("env_steps", "return_mean"),
+    ),
 }
 
 QUICK_SHARED: Tuple[Shared, ...] = (
@@ -286,6 +313,7 @@ GOALS: Tuple[Goal, ...] = (
     Goal("ppo", "rl_ray", "sb3", "<=", 0.5),
     Goal("ppo", "rl_sb3hp", "sb3", "<=", 1.0),
     Goal("coldstart", "rl", "rllib", "<=", 0.5),
+    Goal("offpolicy", "rl", "sb3", "<=", 0.7),
 )
 
 
@@ -374,7 +402,7 @@ def _ref_label(item: Item, ref: str) -> str:
         return "limit"
     if ref == "floor":
         return "Ray floor"
-    return {"rllib": "RLlib", "torchrl": "TorchRL"}.get(ref, ref)
+    return {"rllib": "RLlib", "torchrl": "TorchRL", "sb3": "SB3"}.get(ref, ref)
 
 
 def floor_side(item: Item) -> Optional[Side]:
@@ -392,7 +420,7 @@ def markdown(measurements: Sequence[dict], items: Sequence[str]) -> str:
     lines: List[str] = []
     for name in items:
         item = ITEMS[name]
-        refs = [k for k in ("rllib", "torchrl") if any(s.key == k for s in item.sides)]
+        refs = [k for k in ("rllib", "torchrl", "sb3") if any(s.key == k for s in item.sides)]
         if any(s.role == "limit" for s in item.sides):
             refs.append("limit")
         floor = floor_side(item)
