@@ -13,10 +13,12 @@ observation with the discount of the steps actually taken. The one-step keys sta
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
-from tensordict import TensorDict
+
+if TYPE_CHECKING:  # only annotations: env workers acting with a policy copy import this module, never tensordict
+    from tensordict import TensorDict
 
 __all__ = ["NSTEP_KEYS", "NStepReturns"]
 

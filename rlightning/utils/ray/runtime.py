@@ -154,36 +154,12 @@ def _check_client(address: str) -> None:
         ) from None
 
 
-#: Imported by every Python worker of a runtime started here before it takes work (Ray's
-#: ``preload_python_modules``): the pieces every env worker and policy actor imports first.
-PRELOAD_MODULES = ("torch", "gymnasium", "rlightning.env.rollout_worker", "rlightning.policy.base_policy")
-
-
-def preload_modules() -> Sequence[str]:
-    """What the workers of a runtime started here import while idle (``RLIGHTNING_PRELOAD_WORKERS=0``: nothing).
-
-    Ray starts ``num_cpus`` workers as soon as the driver connects; with these modules imported
-    in them, the env workers and policy actors a first ``build`` launches onto them skip their
-    own torch and rlightning imports (1-2 s each on a small machine), which then run while the
-    driver is still importing and waiting for Ray. Workers import only modules installed with
-    rlightning (no tensordict: env workers never need it).
-    """
-    if os.environ.get("RLIGHTNING_PRELOAD_WORKERS", "1") == "0":
-        return ()
-    return PRELOAD_MODULES
-
-
 def _init(ray, address: Optional[str], kwargs: Dict[str, Any]) -> None:
     # On a busy machine the raylet can give up waiting for its agents (Ray's default: 30 s).
     os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
     kwargs.setdefault("ignore_reinit_error", True)
     kwargs.setdefault("log_to_driver", True)
     if address is None:
-        preload = preload_modules()
-        if preload:
-            system = dict(kwargs.get("_system_config") or {})
-            system.setdefault("preload_python_modules", list(preload))
-            kwargs["_system_config"] = system
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("dashboard_host", "127.0.0.1")
         _check_dashboard(kwargs)
