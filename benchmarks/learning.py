@@ -79,8 +79,11 @@ ROWS: Dict[str, Row] = {
 }
 
 
-def run_row(name: str, seed: int, episodes: int = 10) -> Dict[str, Any]:
-    """Train row ``name``'s preset with ``seed`` to its budget; evaluate ``episodes`` deterministic episodes."""
+def run_row(name: str, seed: int, episodes: int = 10, extra: Sequence[str] = ()) -> Dict[str, Any]:
+    """Train row ``name``'s preset with ``seed`` to its budget; evaluate ``episodes`` deterministic episodes.
+
+    ``extra``: more config overrides (``key=value``), after the row's own.
+    """
     import torch
 
     from rlightning.utils.builders import build_run
@@ -100,6 +103,7 @@ def run_row(name: str, seed: int, episodes: int = 10) -> Dict[str, Any]:
                 "train.target_return=null",
                 "train.iterations=1000000",
                 *row.overrides,
+                *extra,
             ],
         )
         engine = build_run(cfg).engine
@@ -118,6 +122,7 @@ def run_row(name: str, seed: int, episodes: int = 10) -> Dict[str, Any]:
         "return_std": float(result["return_std"]),
         "env_steps": int(engine.env_steps),
         "wall_s": wall,
+        **({"overrides": list(extra)} if extra else {}),
     }
 
 
@@ -196,12 +201,13 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1])
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--no-sb3", action="store_true", help="rlightning only (no SB3 side)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every row")
     parser.add_argument("--json", default=None, help="also write every run to this file")
     args = parser.parse_args()
     runs: List[Dict[str, Any]] = []
     for name in args.rows:
         for seed in args.seeds:  # the two sides of a seed one after the other: same sitting, same load
-            runs.append(run_row(name, seed, args.episodes))
+            runs.append(run_row(name, seed, args.episodes, args.set))
             print(json.dumps(runs[-1]), flush=True)
             if not args.no_sb3:
                 res = run_sb3(name, seed, args.episodes)
