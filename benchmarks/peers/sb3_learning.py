@@ -30,8 +30,8 @@ def _td3_pendulum() -> Dict[str, Any]:
         buffer_size=200_000,
         learning_starts=10_000,
         action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
-        gradient_steps=1,
-        train_freq=1,
+        gradient_steps=-1,
+        train_freq=(1, "episode"),
         learning_rate=1e-3,
         policy_kwargs=dict(net_arch=[400, 300]),
     )

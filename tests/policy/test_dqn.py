@@ -99,3 +99,42 @@ def test_dqn_learns_a_contextual_bandit():
         policy.train()
     greedy = policy.compute_actions(np.eye(3, dtype=np.float32), deterministic=True)["action"]
     np.testing.assert_array_equal(greedy, [0, 1, 2])
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_q_network_init_torch_default_or_orthogonal(dueling):
+    """init='torch' (SB3's and CleanRL's): nn.Linear's uniform init, biases included; 'orthogonal' (the default):
+    the actor-critic init (zero biases, orthogonal columns). The target network starts as a copy either way."""
+    torch_init = make(hidden_sizes=[64, 64], dueling=dueling, init="torch")
+    ortho = make(hidden_sizes=[64, 64], dueling=dueling)
+    for policy in (torch_init, ortho):
+        for p, tp in zip(policy.q.parameters(), policy.modules["q_target"].parameters()):
+            assert torch.equal(p, tp)
+    linears = [m for m in torch_init.q.modules() if isinstance(m, torch.nn.Linear)]
+    for layer in linears:
+        bound = 1.0 / layer.in_features**0.5
+        assert layer.weight.abs().max() <= bound and layer.bias.abs().max() <= bound
+        assert layer.bias.abs().sum() > 0
+    first = next(m for m in ortho.q.modules() if isinstance(m, torch.nn.Linear))
+    assert torch.count_nonzero(first.bias) == 0
+    w = first.weight  # 64 x obs_dim, orthogonal columns scaled by sqrt(2)
+    assert torch.allclose(w.T @ w, 2.0 * torch.eye(w.shape[1]), atol=1e-4)
+
+
+def test_unknown_init_is_refused_by_name():
+    with pytest.raises(ValueError, match="init"):
+        PolicyConfig(type="dqn", init="xavier")
+
+
+def test_acting_copies_import_no_tensordict():
+    """An env worker acting with a policy copy imports the policy package (every built-in algorithm, the n-step
+    post-process included) but never tensordict (1-2 s of torch._dynamo per worker at a cold start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rlightning.policy.base_policy, rlightning.policy.algorithms.dqn, rlightning.env.rollout_worker; "
+        "print([m for m in sys.modules if m.split('.')[0] == 'tensordict'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

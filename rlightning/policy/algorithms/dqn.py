@@ -9,6 +9,7 @@
 - prioritized replay: the importance weights of the sample (``_weight``) scale the loss, with the
   exponent annealed from the buffer's ``priority_beta`` to ``priority_beta_end``; the absolute TD
   errors are handed back through `priority_update` (the engine writes them to the shards);
+- initialisation (``init``): orthogonal, or ``nn.Linear``'s own (``torch``: Stable-Baselines3's and CleanRL's);
 - exploration: epsilon decays linearly from ``epsilon_start`` to ``epsilon_end`` over
   ``epsilon_decay_steps`` env steps. The env-step count reaches the acting workers with the weights
   (a synced ``progress`` module); an acting copy that has not heard yet counts the rows it answered.
@@ -62,6 +63,9 @@ class DQNConfig(PolicyConfig):
     """Horizon of the bootstrapped returns (the buffer post-process adds the n-step keys)."""
     loss: Literal["huber", "mse"] = "huber"
     """TD loss."""
+    init: Literal["orthogonal", "torch"] = "orthogonal"
+    """Q-network weights at the start: ``orthogonal`` (gain sqrt(2) hidden, 1 output, zero biases: the
+    actor-critic init) or ``torch`` (``nn.Linear``'s own uniform init, as Stable-Baselines3's and CleanRL's DQN)."""
     priority_beta_start: float = Field(0.4, gt=0, le=1)
     """Importance-weight exponent the prioritized sampler uses (must equal ``buffer.priority_beta``)."""
     priority_beta_end: float = Field(1.0, gt=0, le=1)
@@ -144,8 +148,14 @@ class DQNPolicy(BasePolicy):
     def _head(self) -> nn.Module:
         cfg = self.config
         if cfg.dueling:
-            return DuelingHead(self.encoder.dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
-        return mlp(self.encoder.dim, cfg.hidden_sizes, self.n_actions, cfg.activation)
+            head = DuelingHead(self.encoder.dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
+        else:
+            head = mlp(self.encoder.dim, cfg.hidden_sizes, self.n_actions, cfg.activation)
+        if cfg.init == "torch":  # mlp() initialises orthogonally; back to nn.Linear's own init
+            for layer in head.modules():
+                if isinstance(layer, nn.Linear):
+                    layer.reset_parameters()
+        return head
 
     def _online_params(self):
         params = list(self.q.parameters())
