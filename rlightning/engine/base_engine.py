@@ -104,9 +104,9 @@ class BaseEngine:
         )
         if self.inference_in_env_workers:
             from rlightning.engine.acting import EnvWorkerSync
-            from rlightning.policy.builder import resolve_policy_class
+            from rlightning.policy.multi_agent import policy_class_for
 
-            policy_cls = resolve_policy_class(cfg.policy.type)
+            policy_cls = policy_class_for(cfg)  # MultiAgentPolicy for a multi-agent env
             self.env_group.attach_policy(policy_cls, cfg.policy, self.env_metas[0], seed=cfg.seed)
             self.env_weight_sync = EnvWorkerSync(
                 self.env_group, self.policy_group, cfg.policy.weight_sync, is_colocated=cfg.cluster.is_colocated

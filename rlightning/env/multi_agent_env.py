@@ -46,6 +46,9 @@ class RendezvousEnv(BaseEnv):
         ValueError: an unknown or invalid ``env_kwargs`` entry.
     """
 
+    multi_agent = True
+    """Observations, rewards and flags are dicts keyed by agent id (the engines build a `MultiAgentPolicy`)."""
+
     def __init__(
         self,
         config: EnvConfig,
