@@ -324,6 +324,9 @@ class BaseEngine:
             out["episode_return_last"] = float(returns[-1])
         if lengths:
             out["episode_length_mean"] = float(np.mean(lengths))
+        for agent, agent_returns in (stats.get("recent_agent_returns") or {}).items():
+            if agent_returns:  # multi-agent envs: each agent's own return
+                out[f"agent_return_mean/{agent}"] = float(np.mean(agent_returns[-window:]))
         return out
 
     # ------------------------------------------------------------------ run loop

@@ -35,7 +35,7 @@ import numpy as np
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error, is_caller_error
 from rlightning.env.utils.episodes import EpisodeIds, episode_report
-from rlightning.env.utils.multi_agent_writer import active_of, multi_agent_writer
+from rlightning.env.utils.multi_agent_writer import active_of, agent_episode_report, multi_agent_writer
 from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.types import EnvMeta, EnvRet, MultiAgentEnvRet, PolicyResponse
@@ -62,6 +62,7 @@ class RolloutResult:
         env_step_s: Seconds spent stepping the env and writing the record.
         episode_returns: Returns of the episodes that finished during the rollout.
         episode_lengths: Their lengths.
+        agent_episode_returns: Multi-agent envs: per agent, its own return in those episodes.
         error: The exception the env's own ``step`` raised (the arrays then hold the steps before it; the
             group recreates the worker); None otherwise.
     """
@@ -76,6 +77,8 @@ class RolloutResult:
     episode_returns: List[float] = field(default_factory=list)
     episode_lengths: List[int] = field(default_factory=list)
     error: Optional[BaseException] = None
+    agent_episode_returns: Dict[str, List[float]] = field(default_factory=dict)
+    """Multi-agent envs: each agent's own return in the episodes that finished (agent id -> returns)."""
 
     @property
     def record(self) -> Any:
@@ -409,6 +412,9 @@ class RolloutWorker:
             returns, lengths = episode_report(env_ret)
             run.result.episode_returns.extend(returns)
             run.result.episode_lengths.extend(lengths)
+            if type(run.writer) is not RecordWriter:
+                for agent, got in agent_episode_report(env_ret).items():
+                    run.result.agent_episode_returns.setdefault(agent, []).extend(got)
         run.steps = t + 1
         run.stepping += time.perf_counter() - t1
         return True

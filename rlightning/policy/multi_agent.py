@@ -38,6 +38,7 @@ __all__ = [
     "MultiAgentPolicy",
     "env_is_multi_agent",
     "policy_class_for",
+    "probe_agent_ids",
     "resolve_agent_groups",
 ]
 
@@ -104,6 +105,18 @@ def env_is_multi_agent(env_cfg: Any) -> bool:
     except KeyError:
         return False
     return bool(getattr(cls, "multi_agent", False))
+
+
+def probe_agent_ids(env_cfg: Any) -> List[str]:
+    """The agent ids of a multi-agent env config, from one env of it built here (and closed)."""
+    backend = env_cfg.backend if env_cfg.backend != "gymnasium" else env_cfg.name
+    cls = ENVS.get(backend)
+    kwargs = cls.prepare(env_cfg) if hasattr(cls, "prepare") else {}
+    env = cls(env_cfg.model_copy(update={"num_envs": 1}), **(kwargs or {}))
+    try:
+        return [str(a) for a in env.get_metadata().action_space.spaces]
+    finally:
+        env.close()
 
 
 def policy_class_for(config: Any) -> type:

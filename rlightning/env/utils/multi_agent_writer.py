@@ -12,7 +12,7 @@ that storages use to cut episodes.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -193,3 +193,17 @@ def multi_agent_writer(env_id: str, num_envs: int, num_steps: int, env_ret: Any)
     return MultiAgentRecordWriter(
         env_id, num_envs, num_steps, env_ret.observation, start_done_flags(env_ret), active_of(env_ret)
     )
+
+
+def agent_episode_report(env_ret: Any) -> Dict[str, List[float]]:
+    """Each agent's own final return in the episodes an EnvRet closes (``info["agent_episode_return"]``)."""
+    from rlightning.env.utils.episodes import done_mask
+
+    info = env_ret.info if isinstance(env_ret.info, dict) else {}
+    per_agent = info.get("agent_episode_return")
+    if not isinstance(per_agent, Mapping):
+        return {}
+    done = np.asarray(done_mask(env_ret.last_terminated, env_ret.last_truncated), dtype=bool).reshape(-1)
+    if not done.any():
+        return {}
+    return {str(a): np.asarray(r, dtype=np.float64).reshape(-1)[done].tolist() for a, r in per_agent.items()}
