@@ -49,12 +49,14 @@ _HINT = 'pip install "rlightning[pettingzoo]"'
 
 
 def _import(module: str, name: str) -> Any:
+    """Import ``module``; a missing top-level package (PettingZoo, the env's suite) raises with the hint."""
     try:
         return importlib.import_module(module)
     except ImportError as err:
         top = module.split(".")[0]
-        if top in ("pettingzoo", "mpe2") or err.name in (top, "pettingzoo", "mpe2"):
-            raise MissingSuiteError(f"env {name!r} needs PettingZoo ({top} is not installed: {err}): {_HINT}") from None
+        missing = getattr(err, "name", None)
+        if missing is not None and missing.split(".")[0] in (top, "pettingzoo") and "." not in missing:
+            raise MissingSuiteError(f"env {name!r} needs {missing}, which is not installed ({err}): {_HINT}") from None
         raise
 
 
