@@ -168,21 +168,19 @@ class MultiAgentPolicy(BasePolicy):
 
     @classmethod
     def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:
-        """GAE per agent when the algorithm uses the buffer's GAE; None when it needs no postprocess.
+        """GAE per agent (`MultiAgentGAE`) for the algorithms that use the buffer's GAE (ppo, a2c).
 
         Raises:
-            ValueError: an algorithm whose buffer postprocess has no multi-agent version (e.g. n-step DQN).
+            ValueError: any other algorithm (its learning data has no per-agent version yet: DQN, SAC, TD3).
         """
         from rlightning.buffer.utils.utils import _GAEPostprocess
 
         inner = POLICIES.get(policy_cfg.type).buffer_postprocess_fn(policy_cfg)
-        if inner is None:
-            return None
         if isinstance(inner, _GAEPostprocess):
             return MultiAgentGAE(inner.gamma, inner.gae_lambda)
         raise ValueError(
-            f"policy.type {policy_cfg.type!r} needs the buffer postprocess {inner!r}, which has no per-agent version; "
-            "multi-agent envs train with on-policy algorithms that use GAE (ppo, a2c)"
+            f"policy.type {policy_cfg.type!r} learns from the buffer postprocess {inner!r}, which has no per-agent "
+            "version; multi-agent envs train with the on-policy algorithms that use GAE (ppo, a2c)"
         )
 
     # ------------------------------------------------------------------ building
