@@ -128,7 +128,8 @@ print("agents.agent_0.valid (0):  ", record["agents", "agent_0", "valid"][0].int
 worker.env.close()
 
 # %% [markdown]
-# Step 5 is the autoreset step (its action is ignored), so it is not valid for any agent.
+# The episodes end at step index 4 (`max_cycles=5`); step 5 is the autoreset step (its action is
+# ignored), so it is not valid for any agent.
 #
 # ## 3. Which policy acts for which agent
 #
@@ -185,6 +186,11 @@ fig.suptitle("mpe_ppo on simple_spread (3 agents)")
 plt.show()
 
 # %% [markdown]
+# At this budget the curve is noisy: each iteration's mean covers about a hundred recent episodes,
+# each from random agent and landmark positions. Compare its later iterations with the random
+# level (the dashed line) rather than one iteration with another; the per-agent returns move
+# together, as they should with one shared policy and a reward shared by the team.
+#
 # The per-agent returns are also in the EpisodeTable view (one column per agent, for each env
 # worker) and on the run's dashboard (`run.show()`):
 
