@@ -186,7 +186,7 @@ fig.suptitle("mpe_ppo on simple_spread (3 agents)")
 plt.show()
 
 # %% [markdown]
-# At this budget the curve is noisy: each iteration's mean covers about a hundred recent episodes,
+# At this budget the curve is noisy: each iteration's mean covers the last 20 episodes (`train.return_window`),
 # each from random agent and landmark positions. Compare its later iterations with the random
 # level (the dashed line) rather than one iteration with another; the per-agent returns move
 # together, as they should with one shared policy and a reward shared by the team.
