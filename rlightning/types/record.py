@@ -438,12 +438,19 @@ def step_arrays(
 
     Raises:
         TypeError: ``env_ret`` is not an EnvRet, the response is not a PolicyResponse-like object,
-            or a value of the wrong kind (None, a string, an object array, a dict for a Box space).
+            or a value of the wrong kind (None, a string, an object array, a dict for a Box space);
+            a multi-agent EnvRet (those are stored as whole multi-agent records).
         ValueError: shapes that do not fit N or the space, env ids that differ.
     """
     if not isinstance(env_ret, EnvRet):
         raise TypeError(f"{arg} must be an EnvRet, got {type(env_ret).__name__} {_short(env_ret)}")
     env_id = env_ret.env_id
+    if isinstance(env_ret.last_reward, Mapping):
+        raise TypeError(
+            f"{arg} of env {env_id!r} is multi-agent (rewards per agent); multi-agent steps are stored as whole "
+            "rollout records nested per agent (Storage.add_rollout, cluster.inference='env_workers'; see "
+            "rlightning.types.multi_agent_record), not one EnvRet at a time"
+        )
     space = env_meta.observation_space if env_meta is not None else None
     num_envs = env_meta.num_envs if env_meta is not None else None
     leaves, n, single = _batch_obs(_obs_leaves(env_ret.observation, space), space, num_envs, env_id)

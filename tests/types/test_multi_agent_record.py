@@ -24,7 +24,7 @@ def record(t=4, agents=AGENTS, obs_dim=3, a1_dies_at=1, env_id="ma-0", drop=None
     n = 2
     steps = torch.arange(t)
     root, nxt = {}, {}
-    for i, a in enumerate(agents):
+    for a in agents:
         term = torch.zeros(n, t, dtype=torch.bool)
         term[:, -1] = True
         alive = torch.ones(n, t, dtype=torch.bool)
@@ -141,3 +141,20 @@ def test_wrong_agent_flag_dtypes_and_inconsistent_done_are_rejected():
         validate_record(td)
     with pytest.raises(KeyError, match=r"agent\(s\) \['a7'\]"):
         agent_group_batch(TensorDict({"agents.a0.valid": torch.ones(3, dtype=torch.bool)}, [3]), ["a7"])
+
+
+def test_multi_agent_env_rets_one_at_a_time_are_refused_with_the_way_to_store_them():
+    from rlightning.types import MultiAgentEnvRet, MultiAgentPolicyResponse
+
+    st = storage()
+    obs = {a: np.zeros((2, 3), np.float32) for a in AGENTS}
+    flags = {a: np.zeros(2, bool) for a in AGENTS}
+    ret = MultiAgentEnvRet("ma-0", obs, {a: np.zeros(2, np.float32) for a in AGENTS}, flags, flags)
+    resp = MultiAgentPolicyResponse("ma-0", action={a: np.zeros(2, np.int64) for a in AGENTS})
+    with pytest.raises(TypeError, match="a dict observation needs add_rollout records"):
+        st.add_transition(ret, resp)
+    assert st.size == 0
+    from rlightning.types import step_to_record
+
+    with pytest.raises(TypeError, match="multi-agent steps are stored as whole rollout records nested per agent"):
+        step_to_record(ret, resp, ret)
