@@ -16,7 +16,7 @@
 # 3. maps agents to policies (`policy.agent_groups`): one set of parameters for all, or one per group;
 # 4. trains the `mpe_ppo` preset (PPO, parameters shared by all agents) and reads the per-agent returns.
 #
-# It takes about five minutes.
+# It takes about three minutes.
 
 # %%
 import tempfile
@@ -156,11 +156,11 @@ except ValueError as err:
 #
 # The `mpe_ppo` preset: PPO with parameters shared by all agents (as IPPO and MAPPO with parameter
 # sharing do), GAE per agent, 8 copies of the env in one env worker, 400 env steps per iteration.
-# 40 iterations are 16,000 env steps (48,000 agent steps): a start, where published MAPPO runs use
+# 30 iterations are 12,000 env steps (36,000 agent steps): a start, where published MAPPO runs use
 # millions of steps for this task.
 
 # %%
-cfg = apply_overrides(load_preset("mpe_ppo"), ["train.iterations=40", "log.jsonl=false", "log.progress=false"])
+cfg = apply_overrides(load_preset("mpe_ppo"), ["train.iterations=30", "log.jsonl=false", "log.progress=false"])
 cfg.log.run_dir = tempfile.mkdtemp(prefix="rlightning-multi-agent-")
 run = lab.build(cfg)
 history = run.run()
