@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 from rlightning.notebook.checks import actor_resources, check_config, describe_need
 from rlightning.notebook.errors import ResourceError, install_short_errors
 from rlightning.notebook.run import Run
+from rlightning.notebook.worker_logs import DEFAULT_LINES_PER_S, install_worker_log_relay
 from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig, LogConfig, MainConfig, PolicyConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.ray.runtime import acquire_ray, release_ray
@@ -115,15 +116,22 @@ class Lab:
 
     # ------------------------------------------------------------------ factories
     @classmethod
-    def local(cls, **ray_init_kwargs: Any) -> Lab:
+    def local(cls, worker_log_lines_per_s: Optional[float] = DEFAULT_LINES_PER_S, **ray_init_kwargs: Any) -> Lab:
         """Start a local Ray runtime, or reuse the one this process already has.
 
         Re-running the cell returns the same Lab. The dashboard, if enabled,
         listens on 127.0.0.1 unless ``dashboard_host`` says otherwise.
+
+        Args:
+            worker_log_lines_per_s: What env, policy and storage actors print reaches the running cell,
+                at most this many lines a second, repeats folded (`rlightning.notebook.worker_logs`);
+                None leaves Ray's own printing.
+            **ray_init_kwargs: Passed to ``ray.init`` (``num_cpus``, ``include_dashboard``, ...).
         """
         with _LOCK:
             for lab in list(_LIVE):
                 if lab._open and lab.address is None:
+                    install_worker_log_relay(worker_log_lines_per_s)
                     return lab
             import ray
 
@@ -138,6 +146,7 @@ class Lab:
                     # A stale cluster record (an earlier cluster that died uncleanly): forget it and start fresh.
                     os.environ.pop("RAY_ADDRESS", None)
                     acquire_ray(None, **ray_init_kwargs)
+            install_worker_log_relay(worker_log_lines_per_s)
             return cls(None)
 
     @classmethod
@@ -147,6 +156,7 @@ class Lab:
         token: Optional[str] = None,
         token_file: Optional[str] = None,
         timeout_s: float = 10.0,
+        worker_log_lines_per_s: Optional[float] = DEFAULT_LINES_PER_S,
         **ray_init_kwargs: Any,
     ) -> Lab:
         """Join an existing cluster (``"auto"``, ``"host:port"`` or ``"ray://host:port"``).
@@ -156,6 +166,7 @@ class Lab:
             token: The cluster's auth token (clusters started with ``ray start`` require one).
             token_file: A file holding the token (e.g. ``~/.ray/auth_token`` on the head).
             timeout_s: How long to wait for the address to answer before failing.
+            worker_log_lines_per_s: Worker output shown in the running cell per second (see `Lab.local`).
 
         Raises:
             ClusterConnectionError: nothing answers at the address, or the token was refused.
@@ -194,6 +205,7 @@ class Lab:
                         "or the output of `ray get-auth-token`)"
                     ) from None
                 raise
+            install_worker_log_relay(worker_log_lines_per_s)
             return cls(address)
 
     # ------------------------------------------------------------------ cluster facts
