@@ -131,9 +131,12 @@ def test_user_errors_are_shown_as_one_message(capsys):
         "cfg.train.rollout_step = 3",
         store_history=True,
     )
-    err = capsys.readouterr().err
-    assert err.startswith("UnknownKeyError: ") and "rollout_steps" in err and "%tb shows the full traceback" in err
-    assert "Traceback" not in err and "site-packages" not in err
+    result = shell.last_execution_result
+    assert not result.success and type(result.error_in_exec).__name__ == "UnknownKeyError"  # the cell failed
+    shown = capsys.readouterr()
+    shown = shown.out + shown.err
+    assert "UnknownKeyError" in shown and "rollout_steps" in shown and "%tb shows the full traceback" in shown
+    assert "Traceback" not in shown and "site-packages" not in shown
     shell.set_custom_exc((), None)
 
 
