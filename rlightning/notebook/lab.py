@@ -399,6 +399,42 @@ class Lab:
         self._runs[name] = run
         return run
 
+    # ------------------------------------------------------------------ jobs (rlightning.notebook.jobs)
+    def submit(self, cfg: MainConfig, name: str = "train", dashboard: Optional[str] = None, **kwargs: Any) -> Any:
+        """Run a long training as a Ray Job on this Lab's cluster; returns its `TrainingJob` at once.
+
+        The job runs the command line's ``train`` with ``cfg`` on the cluster (its driver joins it), so it
+        goes on when this kernel ends; ``job.status()``, ``.logs()``, ``.metrics_df()``, ``.wait()`` and
+        ``.stop()`` follow and control it from here. Needs the cluster's dashboard (Ray's Jobs API).
+
+        Args:
+            cfg: The config to train (checked here first, as `build` does).
+            name: Part of the job id.
+            dashboard: The dashboard's address (default: the one the cluster published).
+            **kwargs: `rlightning.notebook.jobs.submit_training` arguments (``python``, ``runtime_env``, ...).
+
+        Raises:
+            JobsUnavailableError: no Jobs API here: Ray's dashboard packages missing, or no dashboard running.
+            ConfigError: a config problem.
+        """
+        from rlightning.notebook.jobs import jobs_client, submit_training
+
+        self._check_open()
+        if not isinstance(cfg, MainConfig):
+            raise TypeError(
+                f"Lab.submit expects a MainConfig (e.g. load_preset('cartpole_ppo')), got {type(cfg).__name__}"
+            )
+        check_config(cfg)
+        client = jobs_client(dashboard)
+        return submit_training(client, cfg, name=name, **kwargs)
+
+    def job(self, job_id: str, dashboard: Optional[str] = None) -> Any:
+        """The `TrainingJob` of a job submitted earlier (from this kernel or another), by its id."""
+        from rlightning.notebook.jobs import TrainingJob, jobs_client
+
+        self._check_open()
+        return TrainingJob(jobs_client(dashboard), job_id)
+
     # ------------------------------------------------------------------ teardown
     def shutdown(self) -> None:
         """Stop every run and piece this Lab built and give back its Ray lease (idempotent)."""

@@ -208,7 +208,9 @@ def current_relay() -> Optional[WorkerLogRelay]:
     return _relay["current"]
 
 
-def install_worker_log_relay(lines_per_s: Optional[float] = DEFAULT_LINES_PER_S, **kwargs: Any) -> Optional[WorkerLogRelay]:
+def install_worker_log_relay(
+    lines_per_s: Optional[float] = DEFAULT_LINES_PER_S, **kwargs: Any
+) -> Optional[WorkerLogRelay]:
     """Put a `WorkerLogRelay` in place of Ray's printer of forwarded worker lines.
 
     Does nothing (returns None) when Ray forwards no worker output to this driver

@@ -30,9 +30,8 @@ def _execute(kc: Any, code: str, timeout: float = 180.0) -> Tuple[Dict[str, Any]
 
 
 def _text(outputs: List[Dict[str, Any]], name: str = "") -> str:
-    return "".join(
-        m["content"]["text"] for m in outputs if m["msg_type"] == "stream" and (not name or m["content"]["name"] == name)
-    )
+    streams = [m["content"] for m in outputs if m["msg_type"] == "stream"]
+    return "".join(c["text"] for c in streams if not name or c["name"] == name)
 
 
 @pytest.fixture(scope="module")
