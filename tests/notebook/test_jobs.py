@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,19 +103,20 @@ def _dashboard_pythonpath() -> str:
 
 
 def _our_processes(marker: str) -> list:
-    """Pids of the processes whose command line names ``marker`` (the head's own temp dir)."""
+    """Pids of the processes whose command line names ``marker`` (the head's own temp dir) or that run in it."""
     pids = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and int(proc.name) != os.getpid():
             with contextlib.suppress(OSError):
-                if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+                if marker in cmdline or os.readlink(proc / "cwd").startswith(marker):
                     pids.append(int(proc.name))
     return pids
 
 
 @contextlib.contextmanager
 def _dashboard_head(tmp: Path, site: str):
-    temp_dir = tmp / "ray"
+    temp_dir = Path(tempfile.mkdtemp(prefix="rl-job-"))  # short: Ray's socket paths must fit in 107 bytes
     port, dash, client = free_port(), free_port(), free_port()
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
@@ -135,7 +138,7 @@ def _dashboard_head(tmp: Path, site: str):
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.time() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}", env
+        yield f"127.0.0.1:{port}", env, temp_dir
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -144,21 +147,29 @@ def _dashboard_head(tmp: Path, site: str):
         for pid in _our_processes(str(temp_dir)):  # what left the group (job drivers run in their own session)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_submit_follows_a_job_to_success_and_stops_another_mid_run(tmp_path):
     site = _dashboard_pythonpath()
-    with _dashboard_head(tmp_path, site) as (address, env):
+    with _dashboard_head(tmp_path, site) as (address, env, temp_dir):
         out = subprocess.run(
             [sys.executable, "-m", "tests.support.job_driver", address, token_file(), str(tmp_path / "runs")],
             capture_output=True, text=True, timeout=560, env=env, cwd=str(ROOT),
         )  # fmt: skip
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["final"] == "SUCCEEDED" and got["again_status"] == "SUCCEEDED"
-    assert set(got["seen"]) <= {"PENDING", "RUNNING"}
+        for _ in range(60):  # the jobs have ended: their drivers exit (they run in their own sessions)
+            # a job's driver runs in its working_dir, under the head's temp dir
+            drivers = [pid for pid in _our_processes(str(temp_dir)) if pid in _our_processes("rlightning.cli")]
+            if not drivers:
+                break
+            time.sleep(1)
+        assert not drivers, "a job's driver is still running"
+    assert got["final"] == "SUCCEEDED" and got["again_status"] == "SUCCEEDED", got
+    assert got["seen"][-1] == "SUCCEEDED" and set(got["seen"][:-1]) <= {"PENDING", "RUNNING"}, got["seen"]
     assert [m["iteration"] for m in got["metrics"]] == [1, 2] == got["df_iterations"]
     assert got["metrics"][1]["env_steps"] > got["metrics"][0]["env_steps"] > 0
     assert "training config.yaml (syncrl, ppo on CartPole-v1)" in got["logs"]  # the CLI's train ran it
@@ -167,4 +178,3 @@ def test_submit_follows_a_job_to_success_and_stops_another_mid_run(tmp_path):
     assert got["stopped_status_before"] == "RUNNING" and got["stopped_metrics_before"] >= 1
     assert got["stopped_final"] == "STOPPED"
     assert got["stopped_metrics_after"] < 10_000
-    assert not _our_processes(str(tmp_path / "ray")), "a process of the head is left"

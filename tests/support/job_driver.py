@@ -28,14 +28,17 @@ def main(address: str, token_file: str, run_dir: str) -> dict:
         long.log.run_dir = run_dir
         job = lab.submit(short, name="short")
         stopped = lab.submit(long, name="long")
-        seen = set()
-        while job.status() not in ("SUCCEEDED", "FAILED", "STOPPED"):
-            seen.add(job.status())
+        seen = []
+        while True:
+            status = job.status()
+            seen.append(status)
+            if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                break
             time.sleep(0.5)
         followed = io.StringIO()
         with redirect_stdout(followed):
             out["final"] = job.wait(timeout=300)
-        out["seen"] = sorted(seen)
+        out["seen"] = list(dict.fromkeys(seen))  # in order, once each
         out["followed"] = followed.getvalue()
         out["metrics"] = job.metrics()
         out["df_iterations"] = [int(i) for i in job.metrics_df()["iteration"]]
