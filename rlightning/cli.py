@@ -105,8 +105,16 @@ def _terminate_as_interrupt(signum, frame) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    if threading.current_thread() is not threading.main_thread():
+        return _train(args)
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        return _train(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _train(args: argparse.Namespace) -> int:
     cfg = _load(args.target, args.overrides)
     if args.run_dir:
         cfg.log.run_dir = args.run_dir
@@ -122,7 +130,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     engine = None
     try:
         engine = build_run(cfg).engine
-        place = "on a local Ray runtime" if started else "in this process"
+        if not started:
+            place = "in this process"
+        else:
+            place = (
+                f"on the Ray cluster at {cfg.cluster.address!r}" if cfg.cluster.address else "on a local Ray runtime"
+            )
         print(f"training {args.target} ({cfg.engine}, {cfg.policy.type} on {cfg.env.name}) {place}")
         t0 = time.perf_counter()
         history = engine.run(callbacks=[_print_metrics] if args.metrics_lines else ())
