@@ -105,10 +105,11 @@ def _check(config: MainConfig) -> None:
 
     per_iteration = config.train.rollout_steps * config.env.num_envs * config.env.num_workers
     on_policy = config.buffer.type == "rollout"
-    if config.engine == "asyncrl" and on_policy:
+    if config.engine == "asyncrl" and on_policy and not getattr(policy_cls, "corrects_policy_lag", False):
         raise ValueError(
-            "engine 'asyncrl' trains off-policy from a replay buffer, but buffer.type is 'rollout'; "
-            "use buffer.type=replay (SAC, DQN) or engine=syncrl (PPO)"
+            f"engine 'asyncrl' with buffer.type 'rollout' trains on data acted with stale weights, which policy "
+            f"{config.policy.type!r} does not correct for; use policy.type=appo or impala (V-trace), "
+            "buffer.type=replay (SAC, DQN) or engine=syncrl (PPO)"
         )
     if config.cluster.inference == "env_workers" and config.engine == "asyncrl":
         raise ValueError(
