@@ -64,7 +64,8 @@ class AsyncRLEngine(BaseEngine):
         self._chunk = self.config.train.rollout_steps * self.num_sub_envs
         self._max_lag = self.config.train.max_policy_lag
         # Without eval workers the learner's own weights act: nothing lags, nothing waits.
-        self._learner_acts = len(getattr(self.policy_group, "eval_workers", ())) == 0
+        # (With cluster.inference="env_workers" the env workers' policy copies act, synced like eval workers.)
+        self._learner_acts = not self.inference_in_env_workers and not getattr(self.policy_group, "eval_workers", ())
 
     # ------------------------------------------------------------------ background rollout
     def _ensure_thread(self) -> None:
@@ -89,7 +90,10 @@ class AsyncRLEngine(BaseEngine):
                         self._cv.wait(timeout=0.5)
                 if self._halt.is_set():
                     break
-                self._rollout_one_step()
+                if self.inference_in_env_workers:
+                    self._rollout_one_chunk()
+                else:
+                    self._rollout_one_step()
         except BaseException as err:  # noqa: BLE001 - handed to the main thread
             logger.error("rollout thread stopped: %r", err)
             self._thread_error = err
@@ -136,6 +140,23 @@ class AsyncRLEngine(BaseEngine):
             with self._cv:
                 self._produced += produced
                 self._cv.notify_all()
+
+    def _rollout_one_chunk(self) -> None:
+        """``cluster.inference="env_workers"``: every env worker runs ``rollout_steps`` with its policy copy.
+
+        The copies act with the weights of the last sync (a sync waits for the workers' running rollouts),
+        so a chunk lags by the learner updates made since then, counted when it starts.
+        """
+        with self._cv:
+            lag = self.acting_lag
+        steps = self.collector.collect_chunks(self.config.train.rollout_steps)
+        if self.on_policy:
+            with self._lock:
+                self.buffer.truncate_episodes(self.env_ids)
+        self._lags.append(lag)
+        with self._cv:
+            self._produced += steps
+            self._cv.notify_all()
 
     def _stop_thread(self) -> None:
         self._halt.set()

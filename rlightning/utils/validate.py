@@ -111,10 +111,15 @@ def _check(config: MainConfig) -> None:
             f"{config.policy.type!r} does not correct for; use policy.type=appo or impala (V-trace), "
             "buffer.type=replay (SAC, DQN) or engine=syncrl (PPO)"
         )
-    if config.cluster.inference == "env_workers" and config.engine == "asyncrl":
+    if (
+        config.cluster.inference == "env_workers"
+        and config.engine == "asyncrl"
+        and not getattr(policy_cls, "corrects_policy_lag", False)
+    ):
         raise ValueError(
             "cluster.inference='env_workers' runs whole rollouts inside the env workers, which the syncrl engine "
-            "drives; engine 'asyncrl' steps the envs one step at a time and needs cluster.inference='eval_workers'"
+            "drives; engine 'asyncrl' steps the envs one step at a time and needs cluster.inference='eval_workers' "
+            "(except for policies that correct for stale weights: appo, impala)"
         )
     if on_policy:
         if config.buffer.sampler != "all" and config.train.batch_size > per_iteration:

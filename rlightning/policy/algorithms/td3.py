@@ -20,10 +20,17 @@ import numpy as np
 import torch
 from pydantic import Field
 from torch import nn
-from torch.nn import functional as F
 
 from rlightning.policy.algorithms.networks import ObsEncoder, Progress, action_kind, mlp
-from rlightning.policy.algorithms.sac import QNetwork
+from rlightning.policy.algorithms.twin_critic import (
+    REPLAY_KEYS,
+    build_twin_critics,
+    critic_parameters,
+    min_target_q,
+    polyak_update,
+    replay_dataset,
+    twin_critic_loss,
+)
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
@@ -79,7 +86,7 @@ class TD3Policy(BasePolicy):
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     sync_module_names = ("encoder", "actor", "progress")
-    REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
+    REQUIRED_KEYS = REPLAY_KEYS
 
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build the actor (all workers), the critics and the targets (train workers).
@@ -110,18 +117,12 @@ class TD3Policy(BasePolicy):
             return
         self.register_module("actor_target", make_actor()).load_state_dict(self.actor.state_dict())
         self.modules["actor_target"].requires_grad_(False)
-        for name in ("qf1", "qf2"):
-            q = self.register_module(name, QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation))
-            target = self.register_module(
-                f"{name}_target", QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation)
-            )
-            target.load_state_dict(q.state_dict())
-            target.requires_grad_(False)
+        build_twin_critics(self, self.encoder.dim, self.act_dim)
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Actor and critic optimizers (``q_lr`` for the critics)."""
         self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters()))
-        critic = list(self.modules["qf1"].parameters()) + list(self.modules["qf2"].parameters())
+        critic = critic_parameters(self.modules)
         self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=self.config.q_lr))
 
     def set_env_steps(self, env_steps: int) -> None:
@@ -149,30 +150,13 @@ class TD3Policy(BasePolicy):
         return {"action": np.clip(action, self.low, self.high).astype(np.float32)}
 
     def update_dataset(self, data: Any) -> None:
-        """Take a sampled batch for the next ``train()``.
+        """Take a sampled batch for the next ``train()`` (see `twin_critic.replay_dataset`).
 
         Raises:
             TypeError: ``data`` is not a TensorDict.
             KeyError: required keys are missing (listed with the keys present).
         """
-        from tensordict import TensorDictBase  # here, not at import: env workers acting with a copy never need it
-
-        if not isinstance(data, TensorDictBase):
-            raise TypeError(f"td3.update_dataset needs a TensorDict, got {type(data).__name__}")
-        if self.env_meta is None:
-            raise RuntimeError("td3.update_dataset called before construct_network(env_meta)")
-        missing = [k for k in self.REQUIRED_KEYS if k not in data.keys()]
-        if missing:
-            raise KeyError(f"td3.update_dataset: missing keys {missing}; got {sorted(data.keys())}")
-        flat = data.reshape(-1) if len(data.batch_size) > 1 else data
-        n = int(flat.batch_size.numel())
-        if n == 0:
-            raise ValueError("td3.update_dataset got an empty batch")
-        ds = {k: flat.get(k).to(self.device) for k in self.REQUIRED_KEYS}
-        ds["action"] = ds["action"].reshape(n, self.act_dim).float()
-        ds["reward"] = ds["reward"].reshape(n).float()
-        ds["terminated"] = ds["terminated"].reshape(n).float()
-        self.dataset = ds
+        self.dataset = replay_dataset(self, data, "td3")
 
     def critic_target(self, reward: torch.Tensor, terminated: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
         """``r + gamma (1 - term) min_i Q_i'(s', clip(pi'(s') + clip(noise)))``."""
@@ -189,17 +173,14 @@ class TD3Policy(BasePolicy):
                 next_action = next_action + noise
             low, high = self.actor.bias - scale, self.actor.bias + scale
             next_action = torch.maximum(torch.minimum(next_action, high), low)
-            next_q = torch.min(
-                self.modules["qf1_target"](next_x, next_action), self.modules["qf2_target"](next_x, next_action)
-            )
+            next_q = min_target_q(self.modules, next_x, next_action)
             return reward + cfg.gamma * (1.0 - terminated) * next_q
 
     def critic_loss(self, ds: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """MSE of both critics against `critic_target`: ``loss``, ``q1``."""
         target = self.critic_target(ds["reward"], ds["terminated"], ds["next_obs"])
-        x = self.encoder(ds["obs"])
-        q1, q2 = self.modules["qf1"](x, ds["action"]), self.modules["qf2"](x, ds["action"])
-        return {"loss": F.mse_loss(q1, target) + F.mse_loss(q2, target), "q1": q1}
+        loss, q1 = twin_critic_loss(self.modules, self.encoder(ds["obs"]), ds["action"], target)
+        return {"loss": loss, "q1": q1}
 
     def actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
         """``-mean Q_1(s, pi(s))``."""
@@ -207,11 +188,7 @@ class TD3Policy(BasePolicy):
         return -self.modules["qf1"](x, self.actor(x)).mean()
 
     def _soft_update(self) -> None:
-        tau = self.config.tau
-        with torch.no_grad():
-            for name in ("actor", "qf1", "qf2"):
-                for p, tp in zip(self.modules[name].parameters(), self.modules[f"{name}_target"].parameters()):
-                    tp.lerp_(p, tau)
+        polyak_update(self.modules, ("actor", "qf1", "qf2"), self.config.tau)
 
     def train(self) -> Dict[str, float]:
         """One critic update; every ``policy_delay`` updates also the actor and the targets.
@@ -225,7 +202,7 @@ class TD3Policy(BasePolicy):
             raise RuntimeError("td3.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
         out = self.critic_loss(ds)
-        critic_params = list(self.modules["qf1"].parameters()) + list(self.modules["qf2"].parameters())
+        critic_params = critic_parameters(self.modules)
         self.apply_gradients(out["loss"], self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
         self.update_count += 1
         metrics = {"q_loss": out["loss"].item(), "q_value": float(out["q1"].detach().mean())}
