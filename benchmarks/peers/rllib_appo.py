@@ -62,17 +62,21 @@ def appo_config(num_env_runners: int = 2, num_envs: int = 8, fragment: int = 32)
 
 
 def _trained(res) -> int:
-    """The lifetime env steps the learner trained on, wherever this RLlib version reports them."""
-    for path in (
+    """Lifetime env steps the learner trained on; where this RLlib version does not report them (its async
+    learner updates return none, ray-project/ray#44668), the env steps sampled."""
+    paths = (
         ("learners", "__all_modules__", "num_env_steps_trained_lifetime"),
         ("num_env_steps_trained_lifetime",),
-    ):
+        ("env_runners", "num_env_steps_sampled_lifetime"),
+        ("num_env_steps_sampled_lifetime",),
+    )
+    for path in paths:
         node = res
         for key in path:
             node = node.get(key, {}) if isinstance(node, dict) else {}
         if isinstance(node, (int, float)) and node:
             return int(node)
-    return int(res.get("env_runners", {}).get("num_env_steps_sampled_lifetime", 0) or 0)
+    return 0
 
 
 def main() -> None:
