@@ -314,6 +314,7 @@ class OpenEpisodes:
             oc = max(0, need - chunk.t0)
             kc = chunk.t - oc
         total = kt + kc
+        kept_t0 = tail.t0 + ot if tail is not None else 0  # env step of the first tail column kept
         if (
             tail is None
             or total > tail.stride
@@ -332,7 +333,8 @@ class OpenEpisodes:
             tail.col0 = 0
         else:
             tail.col0 += ot
-        tail.t0 = (tail.t0 + ot) if kt else (chunk.t0 + oc if chunk is not None else need)
+        # (a reallocated tail starts at column 0 with its own t0: the kept columns keep their env steps)
+        tail.t0 = kept_t0 if kt else (chunk.t0 + oc if chunk is not None else need)
         tail.t = kt
         if kc:
             a = tail.col0 + kt
