@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rlightning.utils.config import ClusterConfig, ConfigError, MainConfig, UnknownNameError
+from rlightning.utils.optional import missing_logger_message, missing_loggers
 from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
 
 
@@ -57,6 +58,31 @@ def acting_cluster(config: MainConfig) -> ClusterConfig:
     return cluster
 
 
+def _check_multi_agent(config: MainConfig) -> None:
+    from rlightning.policy.multi_agent import (
+        MultiAgentPolicy,
+        env_is_multi_agent,
+        probe_agent_ids,
+        resolve_agent_groups,
+    )
+
+    groups = getattr(config.policy, "agent_groups", None)
+    if not env_is_multi_agent(config.env):
+        if groups is not None:
+            raise ValueError(
+                f"policy.agent_groups maps agents of a multi-agent env to policies, but env {config.env.name!r} "
+                f"(backend {config.env.backend!r}) is single-agent; remove policy.agent_groups"
+            )
+        return
+    if config.cluster.inference != "env_workers" and config.engine != "eval":
+        raise ValueError(
+            f"multi-agent env {config.env.name!r} trains with cluster.inference='env_workers' (each env worker acts "
+            f"for all its agents and writes per-agent records), got {config.cluster.inference!r}"
+        )
+    MultiAgentPolicy.buffer_postprocess_fn(config.policy)  # an algorithm without a per-agent postprocess raises
+    resolve_agent_groups(groups, probe_agent_ids(config.env))
+
+
 def validate_config(config: MainConfig) -> None:
     """Raise a clear error when the config's parts cannot work together.
 
@@ -83,6 +109,8 @@ def _check(config: MainConfig) -> None:
     ENGINE.get(config.engine)
     policy_cls = POLICIES.get(config.policy.type)
     BUFFERS.get(config.buffer.type)
+    for field in missing_loggers(config.log):  # log.tensorboard=true without tensorboard: the extra to install
+        raise ConfigError(missing_logger_message(field))
     if config.env.backend != "gymnasium":
         ENVS.get(config.env.backend)
 
@@ -95,6 +123,8 @@ def _check(config: MainConfig) -> None:
                 f"{config.env.name!r} has a {action_kind(space)} action space {space}; "
                 f"choose a policy for {action_kind(space)} actions"
             )
+
+    _check_multi_agent(config)
 
     beta = getattr(config.policy, "priority_beta_start", None)
     if config.buffer.sampler == "prioritized" and beta is not None and beta != config.buffer.priority_beta:
