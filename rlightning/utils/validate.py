@@ -14,11 +14,15 @@ from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
 
 
 def action_kind(space: Any) -> str:
-    """``"discrete"`` or ``"continuous"`` (or the space's class name) for a gymnasium action space."""
+    """``"discrete"``, ``"multi_discrete"``, ``"multi_binary"`` or ``"continuous"`` (else the space's class name)."""
     import gymnasium as gym
 
-    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+    if isinstance(space, gym.spaces.Discrete):
         return "discrete"
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return "multi_discrete"
+    if isinstance(space, gym.spaces.MultiBinary):
+        return "multi_binary"
     if isinstance(space, gym.spaces.Box):
         return "continuous"
     return type(space).__name__
