@@ -11,7 +11,7 @@ scales them to [0, 1] inside the network, and reads either channel order; Dict
 and Tuple spaces get a `DictEncoder`, one encoder per entry, concatenated.
 """
 
-from rlightning.policy.networks.cnn import CNN_TYPES, ImpalaCNN, NatureCNN, image_layout, is_image_space
+from rlightning.policy.networks.cnn import CNN_TYPES, ImpalaCNN, MinAtarCNN, NatureCNN, image_layout, is_image_space
 from rlightning.policy.networks.encoders import DictEncoder, batch_len, build_encoder, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor, MultiCategorical
 
@@ -21,6 +21,7 @@ __all__ = [
     "DictEncoder",
     "GaussianActor",
     "ImpalaCNN",
+    "MinAtarCNN",
     "MultiCategorical",
     "NatureCNN",
     "batch_len",
