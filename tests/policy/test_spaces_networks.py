@@ -278,12 +278,20 @@ def test_action_heads_map_samples_to_the_env_and_records_back(kind):
         (
             "ppo",
             spaces.Box(-1, 1, (2, 2)),
-            r"policy 'ppo' supports Discrete or MultiDiscrete or MultiBinary or 1-D Box",
+            r"policy 'ppo' supports Discrete, MultiDiscrete, MultiBinary, 1-D Box action spaces, got Box",
         ),
         ("ppo", spaces.Tuple((spaces.Discrete(2),)), r"got Tuple\(Discrete\(2\)"),
-        ("dqn", spaces.MultiDiscrete([2, 2]), r"policy 'dqn' supports Discrete action spaces, got MultiDiscrete"),
-        ("sac", spaces.Discrete(3), r"policy 'sac' supports 1-D Box action spaces, got Discrete\(3\)"),
-        ("td3", spaces.MultiBinary(2), r"policy 'td3' supports 1-D Box action spaces, got MultiBinary"),
+        (
+            "dqn",
+            spaces.MultiDiscrete([2, 2]),
+            r"policy 'dqn' needs a discrete \(Discrete\) action space, got multi_discrete MultiDiscrete",
+        ),
+        (
+            "sac",
+            spaces.Discrete(3),
+            r"policy 'sac' needs a continuous \(Box\) action space, got discrete Discrete\(3\)",
+        ),
+        ("td3", spaces.MultiBinary(2), r"policy 'td3' needs a continuous \(Box\) action space, got multi_binary"),
     ],
 )
 def test_unsupported_action_spaces_name_the_space_and_what_is_supported(algo, space, match):

@@ -121,9 +121,12 @@ def action_kind(space: Any, policy_name: str, allowed: Tuple[str, ...]) -> str:
         kind = "continuous"
     else:
         kind = None
-    if kind not in allowed:
-        names = " or ".join(ACTION_KINDS[a] for a in allowed)
+    if kind is None:
+        names = ", ".join(ACTION_KINDS[a] for a in allowed)
         raise ValueError(f"policy {policy_name!r} supports {names} action spaces, got {space_name(space)}")
+    if kind not in allowed:
+        need = " or ".join(f"a {a.replace('_', '-')} ({ACTION_KINDS[a].replace('1-D ', '')})" for a in allowed)
+        raise ValueError(f"policy {policy_name!r} needs {need} action space, got {kind} {space_name(space)}")
     return kind
 
 
