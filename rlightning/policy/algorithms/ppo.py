@@ -24,7 +24,7 @@ from pydantic import Field
 
 from rlightning.policy.algorithms.networks import mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy
-from rlightning.policy.networks import build_encoder, obs_to_tensor
+from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
@@ -168,6 +168,7 @@ class PPOPolicy(BasePolicy):
             raise TypeError(f"ppo.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError("ppo.update_dataset called before construct_network(env_meta)")
+        data = nest_dotted_keys(data)  # dict observations sampled as "obs.<key>" columns
         keys = set(data.keys())
         act_key = "raw_action" if self.kind == "continuous" and "raw_action" in keys else "action"
         required = (*self.REQUIRED_KEYS, act_key)

@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from rlightning.policy.algorithms.networks import Progress, action_kind, mlp
 from rlightning.policy.algorithms.sac import QNetwork
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
-from rlightning.policy.networks import batch_len, build_encoder, obs_to_tensor
+from rlightning.policy.networks import batch_len, build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -168,6 +168,7 @@ class TD3Policy(BasePolicy):
             raise TypeError(f"td3.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError("td3.update_dataset called before construct_network(env_meta)")
+        data = nest_dotted_keys(data)  # dict observations sampled as "obs.<key>" columns
         missing = [k for k in self.REQUIRED_KEYS if k not in data.keys()]
         if missing:
             raise KeyError(f"td3.update_dataset: missing keys {missing}; got {sorted(data.keys())}")

@@ -12,7 +12,7 @@ and Tuple spaces get a `DictEncoder`, one encoder per entry, concatenated.
 """
 
 from rlightning.policy.networks.cnn import CNN_TYPES, ImpalaCNN, MinAtarCNN, NatureCNN, image_layout, is_image_space
-from rlightning.policy.networks.encoders import DictEncoder, batch_len, build_encoder, obs_to_tensor
+from rlightning.policy.networks.encoders import DictEncoder, batch_len, build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor, MultiCategorical
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "build_encoder",
     "image_layout",
     "is_image_space",
+    "nest_dotted_keys",
     "obs_to_tensor",
 ]

@@ -22,7 +22,7 @@ from torch import nn
 from rlightning.policy.algorithms.networks import ObsEncoder, space_name
 from rlightning.policy.networks.cnn import CNN_TYPES, is_image_space
 
-__all__ = ["DictEncoder", "batch_len", "build_encoder", "obs_to_tensor"]
+__all__ = ["DictEncoder", "batch_len", "build_encoder", "nest_dotted_keys", "obs_to_tensor"]
 
 
 def obs_to_tensor(obs: Any, device: Any = None) -> Any:
@@ -40,6 +40,21 @@ def obs_to_tensor(obs: Any, device: Any = None) -> Any:
     if isinstance(obs, (tuple, list)) and obs and isinstance(obs[0], (np.ndarray, torch.Tensor, Mapping, tuple)):
         return tuple(obs_to_tensor(v, device) for v in obs)
     return torch.as_tensor(obs, device=device)
+
+
+def nest_dotted_keys(data: Any) -> Any:
+    """A TensorDict whose dotted keys (``"obs.image"``, as a storage's sample names dict entries) are nested.
+
+    ``{"obs.image": x, "obs.pos": y, "action": a}`` becomes ``{"obs": {"image": x, "pos": y}, "action": a}``;
+    the tensors are not copied. A TensorDict without dotted keys is returned as it is.
+    """
+    dotted = [k for k in data.keys() if isinstance(k, str) and "." in k]
+    if not dotted:
+        return data
+    out = data.exclude(*dotted)
+    for key in dotted:
+        out.set(tuple(key.split(".")), data.get(key))
+    return out
 
 
 def batch_len(obs: Any) -> int:
