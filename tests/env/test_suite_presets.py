@@ -15,7 +15,7 @@ from rlightning.utils.validate import validate_config
 
 PRESETS = {  # preset: (env id, module its suite needs, extra)
     "minatar_ppo": ("MinAtar/Breakout-v1", "minatar", "minatar"),
-    "atari_ppo": ("ALE/Breakout-v5", "ale_py", "atari"),
+    "atari_ppo": ("ALE/Pong-v5", "ale_py", "atari"),
     "mujoco_ppo": ("HalfCheetah-v5", "mujoco", "mujoco"),
     "mujoco_sac": ("HalfCheetah-v5", "mujoco", "mujoco"),
     "lunar_ppo": ("LunarLander-v3", "Box2D", "box2d"),
