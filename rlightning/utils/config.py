@@ -249,8 +249,9 @@ class PolicyConfig(_Config, metaclass=_PolicyConfigMeta):
     """Hidden layer widths of the MLPs."""
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     """Hidden activation."""
-    cnn: Literal["nature", "impala"] = "nature"
-    """Encoder of image observations: the Nature-DQN CNN (84x84 frames) or the IMPALA ResNet (any size)."""
+    cnn: Literal["nature", "impala", "minatar"] = "nature"
+    """Encoder of image observations: the Nature-DQN CNN (84x84 frames), the IMPALA ResNet (any size) or
+    the MinAtar paper's one-convolution network (small frames)."""
     optim: OptimConfig = Field(default_factory=OptimConfig)
     """Optimizer settings."""
     gamma: float = Field(0.99, ge=0, le=1)

@@ -15,24 +15,37 @@ from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
 
 
 def action_kind(space: Any) -> str:
-    """``"discrete"`` or ``"continuous"`` (or the space's class name) for a gymnasium action space."""
+    """``"discrete"``, ``"multi_discrete"``, ``"multi_binary"`` or ``"continuous"`` (else the space's class name)."""
     import gymnasium as gym
 
-    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+    if isinstance(space, gym.spaces.Discrete):
         return "discrete"
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return "multi_discrete"
+    if isinstance(space, gym.spaces.MultiBinary):
+        return "multi_binary"
     if isinstance(space, gym.spaces.Box):
         return "continuous"
     return type(space).__name__
 
 
 def probe_action_space(config: MainConfig) -> Optional[Any]:
-    """The action space of a gymnasium env id, found without starting any worker (None if unknown)."""
+    """The action space of a gymnasium env id, found without starting any worker (None if unknown).
+
+    Raises:
+        MissingSuiteError: the env's suite (Atari, MinAtar, MuJoCo, ...) is not installed; the message names
+            the extra to install.
+    """
     if config.env.backend != "gymnasium":
         return None
     import gymnasium as gym
 
+    from rlightning.env.suites import check_suite_installed, ensure_suite
+
+    ensure_suite(config.env.name)  # a suite's missing package fails here, with its install hint
     if config.env.name not in gym.registry:
         return None
+    check_suite_installed(gym.spec(config.env.name))
     try:
         env = gym.make(config.env.name, **config.env.env_kwargs)
     except (TypeError, ValueError) as err:

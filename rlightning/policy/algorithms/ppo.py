@@ -1,8 +1,11 @@
 """PPO: clipped-objective actor-critic for discrete and continuous actions.
 
-Separate MLP actor and critic (orthogonal init), a Categorical head for
-``Discrete`` actions and a Gaussian head with a state-independent log std for
-``Box`` actions, optional running observation normalisation (kept in the
+An encoder chosen from the observation space (MLP features, a CNN for images,
+one per key of a Dict/Tuple; `build_encoder`) under separate MLP actor and
+critic heads (orthogonal init); the action head follows the action space
+(`ActionHead`): Categorical for ``Discrete``, one Categorical per entry for
+``MultiDiscrete``, Bernoulli bits for ``MultiBinary``, a Gaussian with a
+state-independent log std for ``Box``; optional running observation normalisation (kept in the
 policy, synced with the weights). Advantages and returns come from the
 buffer's GAE postprocess (``buffer_postprocess_fn``).
 
@@ -18,12 +21,11 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import torch
 from pydantic import Field
-from torch import nn
-from torch.distributions import Categorical, Normal
 
-from rlightning.policy.algorithms.networks import action_kind, mlp, mlp_forward
+from rlightning.policy.algorithms.networks import mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy
-from rlightning.policy.networks import build_encoder
+from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
+from rlightning.policy.networks.heads import ActionHead, GaussianActor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -56,17 +58,7 @@ class PPOConfig(PolicyConfig):
     """Stop the epochs early when the approximate KL exceeds this."""
 
 
-class GaussianActor(nn.Module):
-    """Mean MLP with a state-independent log standard deviation."""
-
-    def __init__(self, in_dim: int, act_dim: int, hidden, activation: str) -> None:
-        super().__init__()
-        self.mean = mlp(in_dim, hidden, act_dim, activation, out_gain=0.01)
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
-
-    def forward(self, x: torch.Tensor) -> Normal:
-        mean = self.mean(x)
-        return Normal(mean, self.log_std.exp().expand_as(mean))
+__all__ = ["GaussianActor", "PPOConfig", "PPOPolicy"]
 
 
 @POLICIES.register("ppo")
@@ -81,7 +73,7 @@ class PPOPolicy(BasePolicy):
     config_cls = PPOConfig
     """The config class of ``policy.type: ppo``."""
 
-    supported_action_spaces = ("discrete", "continuous")
+    supported_action_spaces = ("discrete", "multi_discrete", "multi_binary", "continuous")
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     REQUIRED_KEYS = ("obs", "log_prob", "value", "advantage", "return")
@@ -102,23 +94,15 @@ class PPOPolicy(BasePolicy):
         self.env_meta = check_env_meta(env_meta, "ppo")
         cfg = self.config
         act_space = env_meta.action_space
-        self.kind = action_kind(act_space, "ppo", ("discrete", "continuous"))
+        self.head = ActionHead(act_space, "ppo", self.supported_action_spaces)
+        self.kind = self.head.kind
+        self.action_start = self.head.start if self.kind == "discrete" else 0
         self.encoder = self.register_module(
             "encoder",
             build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="ppo"),
         )
         dim = self.encoder.dim
-        if self.kind == "discrete":
-            self.action_start = int(act_space.start)
-            self.actor = self.register_module(
-                "actor", mlp(dim, cfg.hidden_sizes, int(act_space.n), cfg.activation, out_gain=0.01)
-            )
-        else:
-            self.action_low = act_space.low.astype(np.float32)
-            self.action_high = act_space.high.astype(np.float32)
-            self.actor = self.register_module(
-                "actor", GaussianActor(dim, int(act_space.shape[0]), cfg.hidden_sizes, cfg.activation)
-            )
+        self.actor = self.register_module("actor", self.head.build_actor(dim, cfg.hidden_sizes, cfg.activation))
         self.critic = self.register_module("critic", mlp(dim, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0))
         self._anneal_warned = False
 
@@ -130,19 +114,15 @@ class PPOPolicy(BasePolicy):
     # ------------------------------------------------------------------ acting
 
     def _dist(self, x: torch.Tensor):
-        if self.kind == "discrete":
-            return Categorical(logits=self.actor(x))
-        return self.actor(x)
+        return self.head.distribution(self.actor(x))
 
     def _log_prob_entropy(self, dist, action: torch.Tensor):
-        if self.kind == "discrete":
-            return dist.log_prob(action), dist.entropy()
-        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+        return self.head.log_prob_entropy(dist, action)
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Sample (or take the mode of) the action distribution; also ``log_prob`` and ``value``."""
-        x = self.encoder(torch.as_tensor(obs, device=self.device))
+        x = self.encoder(obs_to_tensor(obs, self.device))
         value = mlp_forward(self.critic, x).squeeze(-1)
         if self.kind == "discrete":
             # The categorical distribution by hand: building a torch Categorical per step (argument
@@ -161,15 +141,15 @@ class PPOPolicy(BasePolicy):
                 "action": (sample + self.action_start).to(torch.int64).cpu().numpy(),
             }
         dist = self._dist(x)
-        sample = dist.mean if deterministic else dist.sample()
+        sample = self.head.mode(dist) if deterministic else dist.sample()
         log_prob, _ = self._log_prob_entropy(dist, sample)
         out = {
             "log_prob": log_prob.float().cpu().numpy(),
             "value": value.float().cpu().numpy(),
+            "action": self.head.to_env(sample),
         }
-        raw = sample.float().cpu().numpy()
-        out["action"] = np.clip(raw, self.action_low, self.action_high).astype(np.float32)
-        out["raw_action"] = raw
+        if self.kind == "continuous":
+            out["raw_action"] = sample.float().cpu().numpy()
         return out
 
     # ------------------------------------------------------------------ learning
@@ -188,6 +168,7 @@ class PPOPolicy(BasePolicy):
             raise TypeError(f"ppo.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError("ppo.update_dataset called before construct_network(env_meta)")
+        data = nest_dotted_keys(data)  # dict observations sampled as "obs.<key>" columns
         keys = set(data.keys())
         act_key = "raw_action" if self.kind == "continuous" and "raw_action" in keys else "action"
         required = (*self.REQUIRED_KEYS, act_key)
@@ -206,7 +187,7 @@ class PPOPolicy(BasePolicy):
         for k in ("log_prob", "value", "advantage", "return"):
             ds[k] = ds[k].reshape(n).float()
         action = ds.pop(act_key)
-        ds["action"] = (action.reshape(n).long() - self.action_start) if self.kind == "discrete" else action.float()
+        ds["action"] = self.head.from_record(action, n)
         self.dataset = ds
 
     def _current_lr(self) -> float:

@@ -1,7 +1,10 @@
 """SAC: soft actor-critic for continuous (Box) actions.
 
 A tanh-squashed Gaussian actor rescaled to the Box bounds, twin Q networks
-with Polyak-averaged target copies, and automatic entropy tuning. Eval
+with Polyak-averaged target copies, and automatic entropy tuning. The encoder
+follows the observation space (`build_encoder`: MLP features, a CNN, a Dict
+encoder); a trainable one learns from the critic loss, the actor reads its
+features detached (as in SAC-AE and DrQ). Eval
 workers build only the encoder and the actor (what weight sync sends).
 """
 
@@ -15,7 +18,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
+from rlightning.policy.algorithms.networks import action_kind, mlp
 from rlightning.policy.algorithms.twin_critic import (
     REPLAY_KEYS,
     build_twin_critics,
@@ -26,6 +29,7 @@ from rlightning.policy.algorithms.twin_critic import (
     twin_critic_loss,
 )
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
+from rlightning.policy.networks import build_encoder, obs_to_tensor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -114,7 +118,8 @@ class SACPolicy(BasePolicy):
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
             raise ValueError(f"policy 'sac' needs finite action bounds to squash into, got {space!r}")
         self.encoder = self.register_module(
-            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="sac")
+            "encoder",
+            build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="sac"),
         )
         low, high = space.low.astype(np.float32), space.high.astype(np.float32)
         self.actor = self.register_module(
@@ -131,14 +136,15 @@ class SACPolicy(BasePolicy):
         """Actor, critic (``q_lr``) and temperature optimizers."""
         q_lr = self.config.q_lr or optim_cfg.lr
         self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters()))
-        self.register_optimizer("critic", build_optimizer(optim_cfg, critic_parameters(self.modules), lr=q_lr))
+        critic = critic_parameters(self.modules, self.encoder)
+        self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=q_lr))
         if self.config.autotune_alpha:
             self.register_optimizer("alpha", build_optimizer(optim_cfg, self.log_alpha.parameters(), lr=q_lr))
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Squashed Gaussian sample (or its mean) in the action Box."""
-        action, _ = self.actor(self.encoder(torch.as_tensor(obs, device=self.device)), deterministic)
+        action, _ = self.actor(self.encoder(obs_to_tensor(obs, self.device)), deterministic)
         return {"action": action.float().cpu().numpy()}
 
     def update_dataset(self, data: Any) -> None:
@@ -167,18 +173,19 @@ class SACPolicy(BasePolicy):
             raise RuntimeError("sac.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
         with torch.no_grad():
-            x, next_x = self.encoder(ds["obs"]), self.encoder(ds["next_obs"])
+            next_x = self.encoder(ds["next_obs"])
             next_action, next_logp = self.actor(next_x)
             next_q = min_target_q(self.modules, next_x, next_action)
             target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - self.alpha * next_logp)
+        x = self.encoder(ds["obs"])  # a trainable encoder (a CNN) learns from the critic loss only
         q_loss, q1 = twin_critic_loss(self.modules, x, ds["action"], target)
-        critic_params = critic_parameters(self.modules)
+        critic_params = critic_parameters(self.modules, self.encoder)
         self.apply_gradients(q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
         self.update_count += 1
         metrics = {"q_loss": q_loss.item(), "q_value": float(q1.mean().detach())}
         if self.update_count % cfg.policy_frequency == 0:
             for _ in range(cfg.policy_frequency):
-                metrics.update(self._actor_update(x))
+                metrics.update(self._actor_update(x.detach()))
         else:
             metrics.update({k: self._last_metrics.get(k, 0.0) for k in ("actor_loss", "alpha_loss")})
         polyak_update(self.modules, ("qf1", "qf2"), cfg.tau)

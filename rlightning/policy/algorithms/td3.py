@@ -1,7 +1,8 @@
 """TD3: twin delayed deep deterministic policy gradient for continuous (Box) actions.
 
 A deterministic actor (tanh, rescaled to the Box bounds) and twin Q networks with
-Polyak-averaged targets (Fujimoto et al., 2018):
+Polyak-averaged targets (Fujimoto et al., 2018), over an encoder chosen from the
+observation space (`build_encoder`; a trainable one learns from the critic loss):
 
 - the critic target takes the smaller of the two target critics;
 - target policy smoothing: the target action gets clipped Gaussian noise;
@@ -21,7 +22,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from rlightning.policy.algorithms.networks import ObsEncoder, Progress, action_kind, mlp
+from rlightning.policy.algorithms.networks import Progress, action_kind, mlp
 from rlightning.policy.algorithms.twin_critic import (
     REPLAY_KEYS,
     build_twin_critics,
@@ -32,6 +33,7 @@ from rlightning.policy.algorithms.twin_critic import (
     twin_critic_loss,
 )
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
+from rlightning.policy.networks import batch_len, build_encoder, obs_to_tensor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -102,7 +104,8 @@ class TD3Policy(BasePolicy):
         self.low, self.high = space.low.astype(np.float32), space.high.astype(np.float32)
         self.act_dim = int(self.low.shape[0])
         self.encoder = self.register_module(
-            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="td3")
+            "encoder",
+            build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="td3"),
         )
         make_actor = lambda: DeterministicActor(  # noqa: E731
             self.encoder.dim, self.low, self.high, cfg.hidden_sizes, cfg.activation
@@ -122,7 +125,7 @@ class TD3Policy(BasePolicy):
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Actor and critic optimizers (``q_lr`` for the critics)."""
         self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters()))
-        critic = critic_parameters(self.modules)
+        critic = critic_parameters(self.modules, self.encoder)
         self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=self.config.q_lr))
 
     def set_env_steps(self, env_steps: int) -> None:
@@ -140,10 +143,10 @@ class TD3Policy(BasePolicy):
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """The actor's action, with Gaussian exploration noise (uniform in the first ``uniform_steps``)."""
-        n = obs.shape[0]
+        n = batch_len(obs)
         if not deterministic and self.schedule_steps < self.config.uniform_steps:
             return {"action": self.np_rng.uniform(self.low, self.high, (n, self.act_dim)).astype(np.float32)}
-        action = self.actor(self.encoder(torch.as_tensor(obs, device=self.device))).float().cpu().numpy()
+        action = self.actor(self.encoder(obs_to_tensor(obs, self.device))).float().cpu().numpy()
         if not deterministic and self.config.exploration_noise > 0:
             half = (self.high - self.low) / 2.0
             action = action + self.np_rng.normal(0.0, 1.0, action.shape) * self.config.exploration_noise * half
@@ -184,7 +187,7 @@ class TD3Policy(BasePolicy):
 
     def actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
         """``-mean Q_1(s, pi(s))``."""
-        x = self.encoder(obs)
+        x = self.encoder(obs).detach()  # the encoder learns from the critic loss only
         return -self.modules["qf1"](x, self.actor(x)).mean()
 
     def _soft_update(self) -> None:
@@ -202,7 +205,7 @@ class TD3Policy(BasePolicy):
             raise RuntimeError("td3.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
         out = self.critic_loss(ds)
-        critic_params = critic_parameters(self.modules)
+        critic_params = critic_parameters(self.modules, self.encoder)
         self.apply_gradients(out["loss"], self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
         self.update_count += 1
         metrics = {"q_loss": out["loss"].item(), "q_value": float(out["q1"].detach().mean())}

@@ -11,13 +11,14 @@ Pure torch over a policy's registered modules; never imports Ray.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from rlightning.policy.algorithms.networks import mlp
+from rlightning.policy.networks import nest_dotted_keys
 
 __all__ = [
     "REPLAY_KEYS",
@@ -57,9 +58,16 @@ def build_twin_critics(policy: Any, in_dim: int, act_dim: int) -> None:
         target.requires_grad_(False)
 
 
-def critic_parameters(modules: Mapping[str, nn.Module]) -> List[nn.Parameter]:
-    """The parameters of both critics (one optimizer steps them together)."""
-    return [p for name in CRITICS for p in modules[name].parameters()]
+def critic_parameters(modules: Mapping[str, nn.Module], encoder: Optional[nn.Module] = None) -> List[nn.Parameter]:
+    """The parameters of both critics and the encoder's trainable ones (one optimizer steps them together).
+
+    A CNN encoder learns from the critic loss only; the actor reads its features detached (as SAC-AE and
+    DrQ do). A vector encoder has no trainable parameters.
+    """
+    params = [p for name in CRITICS for p in modules[name].parameters()]
+    if encoder is not None:
+        params += [p for p in encoder.parameters() if p.requires_grad]
+    return params
 
 
 def replay_dataset(policy: Any, data: Any, name: str) -> Dict[str, torch.Tensor]:
@@ -82,6 +90,7 @@ def replay_dataset(policy: Any, data: Any, name: str) -> Dict[str, torch.Tensor]
         raise TypeError(f"{name}.update_dataset needs a TensorDict, got {type(data).__name__}")
     if policy.env_meta is None:
         raise RuntimeError(f"{name}.update_dataset called before construct_network(env_meta)")
+    data = nest_dotted_keys(data)  # dict observations are sampled as "obs.<key>" columns
     missing = [k for k in REPLAY_KEYS if k not in data.keys()]
     if missing:
         raise KeyError(f"{name}.update_dataset: missing keys {missing}; got {sorted(data.keys())}")
