@@ -46,6 +46,7 @@ WRAPPERS: Dict[str, str] = {
     "dtype": "DtypeObservation",
     "max_and_skip": "MaxAndSkipObservation",
     "sticky_action": "StickyAction",
+    "mask_velocity": "rlightning.env.pomdp:MaskVelocityObservation",
 }
 
 
@@ -92,6 +93,8 @@ def _resolve_class(name: str) -> type:
         obj = getattr(module, attr, None)
         if obj is None:
             raise _unknown(name, f"module {module_name!r} has no {attr!r}")
+    elif ":" in WRAPPERS.get(name, ""):  # a short name of a wrapper outside gymnasium.wrappers
+        return _resolve_class(WRAPPERS[name])
     else:
         attr = WRAPPERS.get(name, name)
         obj = getattr(gym.wrappers, attr, None)

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from rlightning.widgets.explorer import BufferExplorer
 from tensordict import TensorDict
 
 from rlightning.buffer.utils.buffer_view import BufferView
+from rlightning.widgets.explorer import BufferExplorer
 
 
 def _view(n=25):

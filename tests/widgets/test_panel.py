@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from rlightning.widgets.charts import chart_series, draw_charts, smooth, windowed_rates
-from rlightning.widgets.panel import ControlPanel, num
 
 from rlightning.notebook.live import BuiltConfigError
 from rlightning.notebook.run import Run
+from rlightning.widgets.charts import chart_series, draw_charts, smooth, windowed_rates
+from rlightning.widgets.panel import ControlPanel, num
 from tests.support.configs import small_ppo
 
 

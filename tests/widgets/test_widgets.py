@@ -3,8 +3,8 @@
 import time
 
 import pytest
-from rlightning.widgets import BufferViewWidget, EngineDashboard, EpisodeTableWidget, buffer_state, engine_state
 
+from rlightning.widgets import BufferViewWidget, EngineDashboard, EpisodeTableWidget, buffer_state, engine_state
 from tests.support.configs import small_ppo
 
 
