@@ -96,6 +96,10 @@ def _check(config: MainConfig) -> None:
                 f"choose a policy for {action_kind(space)} actions"
             )
 
+    check_run = getattr(policy_cls, "check_run_config", None)  # the policy's own cross-section rules
+    if callable(check_run):
+        check_run(config)
+
     beta = getattr(config.policy, "priority_beta_start", None)
     if config.buffer.sampler == "prioritized" and beta is not None and beta != config.buffer.priority_beta:
         raise ValueError(

@@ -135,10 +135,13 @@ def test_env_workers_and_deterministic_evaluation_keep_their_own_states():
 def test_episode_starts_without_episode_length_follow_the_done_flags():
     core = build_recurrent_core("gru", 3, 4)
     streams = RecurrentStreams(core)
-    ret = EnvRet(
-        "e", np.zeros((2, 3), np.float32), np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), {}, ts_env_sent_ns=1
-    )
-    _, init = streams.begin([ret], False, "cpu")
+
+    def ret(done, ts):
+        zeros = np.zeros(2, bool)
+        return EnvRet("e", np.zeros((2, 3), np.float32), np.zeros(2), np.asarray(done), zeros, {}, ts_env_sent_ns=ts)
+
+    ret0 = ret([False, False], 1)
+    _, init = streams.begin([ret0], False, "cpu")
     assert init.tolist() == [True, True]
     streams.commit({"recurrent_h": torch.ones(2, 4)})
     done = EnvRet(

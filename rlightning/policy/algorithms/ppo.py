@@ -105,6 +105,31 @@ class PPOPolicy(BasePolicy):
 
         return make_gae_postprocess_fn(policy_cfg.gamma, policy_cfg.gae_lambda)
 
+    @classmethod
+    def check_run_config(cls, config: Any) -> None:
+        """Rules between ``policy`` and the other sections of a run's `MainConfig` (before any actor starts).
+
+        Raises:
+            ValueError: a recurrent policy with a transition buffer (it trains on sequences), or acting in
+                several eval workers (each env worker's state lives in the one worker that acts for it).
+        """
+        kind = getattr(config.policy, "recurrent", None)
+        if kind is None:
+            return
+        if config.buffer.unit != "episode":
+            raise ValueError(
+                f"policy.recurrent={kind!r} trains on sequences (pieces of episodes): set buffer.unit to 'episode' "
+                f"(got {config.buffer.unit!r})"
+            )
+        cluster = config.cluster
+        acting_eval = cluster.inference == "eval_workers" or config.engine == "eval"
+        if acting_eval and cluster.eval_worker_num > 1:
+            raise ValueError(
+                f"policy.recurrent={kind!r} carries each env worker's state in the worker that acts for it, but "
+                f"cluster.eval_worker_num={cluster.eval_worker_num} eval workers share the env workers' steps; use "
+                "cluster.eval_worker_num=1 or cluster.inference='env_workers' (every env worker acts itself)"
+            )
+
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build encoder, actor and critic for the env's spaces.
 

@@ -1,9 +1,9 @@
 """Recurrent cores (LSTM, GRU) between an encoder and the heads, and the acting state they carry.
 
-    core = build_recurrent_core("lstm", encoder.dim, hidden_size=128)      # an nn.Module with .dim
-    state = core.initial_state(batch=8)                                    # {"recurrent_h": [8, 128], "recurrent_c": ...}
-    y, state = core.step(x, state, is_init)                                # acting: one step, [B, D] -> [B, 128]
-    y = core.unroll(x_seq, state0, is_init_seq)                            # training: [B, L, D] -> [B, L, 128]
+    core = build_recurrent_core("lstm", encoder.dim, hidden_size=128)  # an nn.Module with .dim
+    state = core.initial_state(batch=8)               # {"recurrent_h": [8, 128], "recurrent_c": [8, 128]}
+    y, state = core.step(x, state, is_init)           # acting: one step, [B, D] -> [B, 128]
+    y = core.unroll(x_seq, state0, is_init_seq)       # training: [B, L, D] -> [B, L, 128]
 
 The state is a dict of ``[B, hidden]`` float32 tensors named by `RecurrentCore.state_keys` (the policy's
 extras in the record: the state *before* each step, so training re-runs a sequence from its first
