@@ -77,4 +77,3 @@ def test_recurrent_ppo_configs_that_cannot_work_are_refused_before_building(over
     cfg = apply_overrides(load_preset("lstm_ppo"), overrides)
     with pytest.raises(ConfigError, match=match):
         validate_config(cfg)
-
