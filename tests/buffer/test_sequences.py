@@ -49,8 +49,8 @@ def test_burn_in_precedes_each_slice_and_is_shorter_near_the_episode_start():
 
 def test_storage_samples_burn_in_windows_and_checks_its_settings():
     st = Storage(20, "circular", "episode", [], "cpu", slice_len=3, burn_in=2, seed=0)
-    for i, n in enumerate([6, 8, 9]):
-        st.add_episode(_episode(n, 100 * i))
+    for i in range(18):
+        st.add_episode(_episode(4 + i % 5, 100 * i))
     batch = st.sample(16)
     assert tuple(batch.batch_size) == (16, 5)
     assert batch["burn_in"].dtype == torch.bool and (batch["mask"].sum(1) == 3).all()
