@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -92,7 +94,27 @@ def _summary(engine, history: List[dict], seconds: float) -> str:
     return "\n".join(line for line in lines if line)
 
 
+def _print_metrics(engine, metrics: dict) -> None:
+    """``--metrics-lines``: one ``rlightning-metrics {json}`` line per iteration (what `TrainingJob.metrics` reads)."""
+    row = engine.metrics.history[-1] if engine.metrics.history else metrics
+    print(f"rlightning-metrics {json.dumps(row)}", flush=True)
+
+
+def _terminate_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # a stopped Ray Job (SIGTERM) ends like Ctrl-C: workers closed, Ray released
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if threading.current_thread() is not threading.main_thread():
+        return _train(args)
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        return _train(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _train(args: argparse.Namespace) -> int:
     cfg = _load(args.target, args.overrides)
     if args.run_dir:
         cfg.log.run_dir = args.run_dir
@@ -108,10 +130,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     engine = None
     try:
         engine = build_run(cfg).engine
-        place = "on a local Ray runtime" if started else "in this process"
+        if not started:
+            place = "in this process"
+        else:
+            place = (
+                f"on the Ray cluster at {cfg.cluster.address!r}" if cfg.cluster.address else "on a local Ray runtime"
+            )
         print(f"training {args.target} ({cfg.engine}, {cfg.policy.type} on {cfg.env.name}) {place}")
         t0 = time.perf_counter()
-        history = engine.run()
+        history = engine.run(callbacks=[_print_metrics] if args.metrics_lines else ())
         seconds = time.perf_counter() - t0
         engine.save()
         print(_summary(engine, history, seconds))
@@ -173,6 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="folder for metrics and checkpoints (default: log.run_dir)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     p.add_argument("--json", action="store_true", help="also print the last metrics as JSON")
+    p.add_argument(
+        "--metrics-lines",
+        action="store_true",
+        help="print each iteration's metrics as a line 'rlightning-metrics {json}'",
+    )
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("eval", help="evaluate a checkpoint with deterministic actions")

@@ -71,6 +71,18 @@ def test_train_then_eval(tmp_path, capsys):
     assert "episodes        2" in out and "return" in out
 
 
+def test_train_prints_each_iterations_metrics_as_a_line_for_ray_jobs(tmp_path, capsys):
+    import json
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["train", "cartpole_ppo", *TINY, "--run-dir", str(tmp_path), "--quiet", "--metrics-lines"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before  # a stopped job's SIGTERM handler is only set while training
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("rlightning-metrics ")]
+    rows = [json.loads(line.split(" ", 1)[1]) for line in lines]
+    assert [r["iteration"] for r in rows] == [1, 2] and rows[1]["env_steps"] > rows[0]["env_steps"]
+
+
 def test_yaml_config_file(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
     assert main(["config", "cartpole_ppo", *TINY]) == 0

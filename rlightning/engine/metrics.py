@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from rlightning.utils.logger import get_logger
+from rlightning.utils.optional import missing_logger_message
 
 logger = get_logger(__name__)
 
@@ -53,7 +54,7 @@ class MetricsLog:
 
                     self._tb = SummaryWriter(str(self.run_dir / "tb"))
                 except ImportError:
-                    logger.warning("TensorBoard logging asked for but tensorboard is not installed; skipping it")
+                    logger.warning("%s; writing no TensorBoard files", missing_logger_message("tensorboard"))
 
     def log(self, metrics: Dict[str, Any]) -> Dict[str, Any]:
         """Record one iteration's metrics; returns the cleaned dict."""

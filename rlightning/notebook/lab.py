@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 from rlightning.notebook.checks import actor_resources, check_config, describe_need
 from rlightning.notebook.errors import ResourceError, install_short_errors
 from rlightning.notebook.run import Run
+from rlightning.notebook.worker_logs import DEFAULT_LINES_PER_S, install_worker_log_relay
 from rlightning.utils.config import BufferConfig, ClusterConfig, EnvConfig, LogConfig, MainConfig, PolicyConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.ray.runtime import acquire_ray, release_ray
@@ -115,15 +116,22 @@ class Lab:
 
     # ------------------------------------------------------------------ factories
     @classmethod
-    def local(cls, **ray_init_kwargs: Any) -> Lab:
+    def local(cls, worker_log_lines_per_s: Optional[float] = DEFAULT_LINES_PER_S, **ray_init_kwargs: Any) -> Lab:
         """Start a local Ray runtime, or reuse the one this process already has.
 
         Re-running the cell returns the same Lab. The dashboard, if enabled,
         listens on 127.0.0.1 unless ``dashboard_host`` says otherwise.
+
+        Args:
+            worker_log_lines_per_s: What env, policy and storage actors print reaches the running cell,
+                at most this many lines a second, repeats folded (`rlightning.notebook.worker_logs`);
+                None leaves Ray's own printing.
+            **ray_init_kwargs: Passed to ``ray.init`` (``num_cpus``, ``include_dashboard``, ...).
         """
         with _LOCK:
             for lab in list(_LIVE):
                 if lab._open and lab.address is None:
+                    install_worker_log_relay(worker_log_lines_per_s)
                     return lab
             import ray
 
@@ -138,6 +146,7 @@ class Lab:
                     # A stale cluster record (an earlier cluster that died uncleanly): forget it and start fresh.
                     os.environ.pop("RAY_ADDRESS", None)
                     acquire_ray(None, **ray_init_kwargs)
+            install_worker_log_relay(worker_log_lines_per_s)
             return cls(None)
 
     @classmethod
@@ -147,6 +156,7 @@ class Lab:
         token: Optional[str] = None,
         token_file: Optional[str] = None,
         timeout_s: float = 10.0,
+        worker_log_lines_per_s: Optional[float] = DEFAULT_LINES_PER_S,
         **ray_init_kwargs: Any,
     ) -> Lab:
         """Join an existing cluster (``"auto"``, ``"host:port"`` or ``"ray://host:port"``).
@@ -156,6 +166,7 @@ class Lab:
             token: The cluster's auth token (clusters started with ``ray start`` require one).
             token_file: A file holding the token (e.g. ``~/.ray/auth_token`` on the head).
             timeout_s: How long to wait for the address to answer before failing.
+            worker_log_lines_per_s: Worker output shown in the running cell per second (see `Lab.local`).
 
         Raises:
             ClusterConnectionError: nothing answers at the address, or the token was refused.
@@ -194,6 +205,7 @@ class Lab:
                         "or the output of `ray get-auth-token`)"
                     ) from None
                 raise
+            install_worker_log_relay(worker_log_lines_per_s)
             return cls(address)
 
     # ------------------------------------------------------------------ cluster facts
@@ -386,6 +398,42 @@ class Lab:
         run = Run(name, cfg, RunParts(env_group, policy_group, buffer, engine))
         self._runs[name] = run
         return run
+
+    # ------------------------------------------------------------------ jobs (rlightning.notebook.jobs)
+    def submit(self, cfg: MainConfig, name: str = "train", dashboard: Optional[str] = None, **kwargs: Any) -> Any:
+        """Run a long training as a Ray Job on this Lab's cluster; returns its `TrainingJob` at once.
+
+        The job runs the command line's ``train`` with ``cfg`` on the cluster (its driver joins it), so it
+        goes on when this kernel ends; ``job.status()``, ``.logs()``, ``.metrics_df()``, ``.wait()`` and
+        ``.stop()`` follow and control it from here. Needs the cluster's dashboard (Ray's Jobs API).
+
+        Args:
+            cfg: The config to train (checked here first, as `build` does).
+            name: Part of the job id.
+            dashboard: The dashboard's address (default: the one the cluster published).
+            **kwargs: `rlightning.notebook.jobs.submit_training` arguments (``python``, ``runtime_env``, ...).
+
+        Raises:
+            JobsUnavailableError: no Jobs API here: Ray's dashboard packages missing, or no dashboard running.
+            ConfigError: a config problem.
+        """
+        from rlightning.notebook.jobs import jobs_client, submit_training
+
+        self._check_open()
+        if not isinstance(cfg, MainConfig):
+            raise TypeError(
+                f"Lab.submit expects a MainConfig (e.g. load_preset('cartpole_ppo')), got {type(cfg).__name__}"
+            )
+        check_config(cfg)
+        client = jobs_client(dashboard)
+        return submit_training(client, cfg, name=name, **kwargs)
+
+    def job(self, job_id: str, dashboard: Optional[str] = None) -> Any:
+        """The `TrainingJob` of a job submitted earlier (from this kernel or another), by its id."""
+        from rlightning.notebook.jobs import TrainingJob, jobs_client
+
+        self._check_open()
+        return TrainingJob(jobs_client(dashboard), job_id)
 
     # ------------------------------------------------------------------ teardown
     def shutdown(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rlightning.utils.config import ClusterConfig, ConfigError, MainConfig, UnknownNameError
+from rlightning.utils.optional import missing_logger_message, missing_loggers
 from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
 
 
@@ -83,6 +84,8 @@ def _check(config: MainConfig) -> None:
     ENGINE.get(config.engine)
     policy_cls = POLICIES.get(config.policy.type)
     BUFFERS.get(config.buffer.type)
+    for field in missing_loggers(config.log):  # log.tensorboard=true without tensorboard: the extra to install
+        raise ConfigError(missing_logger_message(field))
     if config.env.backend != "gymnasium":
         ENVS.get(config.env.backend)
 

@@ -131,9 +131,12 @@ def test_user_errors_are_shown_as_one_message(capsys):
         "cfg.train.rollout_step = 3",
         store_history=True,
     )
-    err = capsys.readouterr().err
-    assert err.startswith("UnknownKeyError: ") and "rollout_steps" in err and "%tb shows the full traceback" in err
-    assert "Traceback" not in err and "site-packages" not in err
+    result = shell.last_execution_result
+    assert not result.success and type(result.error_in_exec).__name__ == "UnknownKeyError"  # the cell failed
+    shown = capsys.readouterr()
+    shown = shown.out + shown.err
+    assert "UnknownKeyError" in shown and "rollout_steps" in shown and "%tb shows the full traceback" in shown
+    assert "Traceback" not in shown and "site-packages" not in shown
     shell.set_custom_exc((), None)
 
 
@@ -179,7 +182,6 @@ def test_lab_build_default_run_dir_metrics_df_and_compare(tmp_path, lab, monkeyp
 
 
 def test_tensorboard_extra_writes_event_files_that_read_back(tmp_path):
-    pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from rlightning.notebook.run import Run
@@ -199,6 +201,30 @@ def test_tensorboard_extra_writes_event_files_that_read_back(tmp_path):
     assert [s.step for s in scalars] == steps
     assert [s.value for s in scalars] == pytest.approx(losses, rel=1e-6)
     assert "episode_return_mean" in events.Tags()["scalars"]
+
+
+def test_a_missing_optional_logger_names_the_extra_before_anything_is_built(tmp_path, monkeypatch, caplog):
+    import sys
+
+    from rlightning.engine.metrics import MetricsLog
+    from rlightning.utils.config import ConfigError
+    from rlightning.utils.validate import validate_config
+
+    loaded = [m for m in sys.modules if m == "tensorboard" or m.startswith(("tensorboard.", "torch.utils.tensorboard"))]
+    for name in loaded:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # `import tensorboard` raises ImportError
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    cfg = small_ppo(tmp_path, False, "log.tensorboard=true")
+    hint = r'needs the .tensorboard. package, which is not installed: pip install "rlightning\[tensorboard\]"'
+    with pytest.raises(ConfigError, match=r"log.tensorboard=true " + hint + r" \(or set log.tensorboard=false\)"):
+        validate_config(cfg)
+    cfg.log.tensorboard = False
+    validate_config(cfg)  # without it the config is fine
+    with caplog.at_level("WARNING", logger="rlightning"):
+        log = MetricsLog(tmp_path / "direct", tensorboard=True)  # built directly: a warning naming the extra
+    log.close()
+    assert any('pip install "rlightning[tensorboard]"' in r.getMessage() for r in caplog.records)
 
 
 README_SECOND_BUILD = """
