@@ -61,9 +61,7 @@ def test_sequences_replay_exactly_eval_workers_per_step(build, tmp_path):
 
 @pytest.mark.ray
 def test_sequences_replay_exactly_ray_env_workers(build, tmp_path, ray_runtime):
-    _check_two_rollouts(
-        build, tmp_path, ["cluster.inference=env_workers", "cluster.remote_env=true", "env.num_workers=2"]
-    )
+    _check_two_rollouts(build, tmp_path, ["cluster.inference=env_workers", "cluster.remote_env=true"])
 
 
 @pytest.mark.parametrize(
