@@ -181,11 +181,10 @@ class PPOPolicy(BasePolicy):
         # A recurrent policy reads each EnvRet's env id and episode starts around compute_actions.
         if getattr(self, "core", None) is None or not env_rets:
             return super()._rollout_batched(env_rets)
-        self._acting = self.streams.begin(env_rets, self.deterministic, self.device)
+        self.streams.begin(env_rets, self.deterministic, self.device)  # per thread (an async eval worker's calls)
         try:
             return super()._rollout_batched(env_rets)
         finally:
-            self._acting = None
             self.streams.abandon()  # nothing pending after a commit; after a failure the streams stay as they were
 
     def _dist(self, x: torch.Tensor):
@@ -246,7 +245,7 @@ class PPOPolicy(BasePolicy):
 
     def _core_step(self, x: torch.Tensor):
         """One core step on features ``x``; the state before it (and ``is_init``) as numpy record extras."""
-        acting = getattr(self, "_acting", None)
+        acting = self.streams.current()
         if acting is not None and acting[1].shape[0] == x.shape[0]:
             state, is_init = acting
         else:  # a direct call: no env to carry a state for

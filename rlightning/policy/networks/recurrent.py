@@ -298,15 +298,20 @@ class RecurrentStreams:
                 parts[k].append(before[k])
             inits.append(init)
             pending.append((sid, _Stream(ts, init, before, before, done), n))
-        self._local.pending = pending
         state = {k: v[0] if len(v) == 1 else torch.cat(v, 0) for k, v in parts.items()}
         is_init = torch.as_tensor(inits[0] if len(inits) == 1 else np.concatenate(inits), device=device)
+        self._local.pending = pending
+        self._local.current = (state, is_init)
         return state, is_init
+
+    def current(self) -> Optional[Tuple[State, torch.Tensor]]:
+        """What this thread's last ``begin`` returned, until its ``commit`` or ``abandon`` (else None)."""
+        return getattr(self._local, "current", None)
 
     def commit(self, new_state: State) -> None:
         """Keep the state after the step begun by this thread's last ``begin``."""
         pending = getattr(self._local, "pending", None)
-        self._local.pending = None
+        self._local.pending = self._local.current = None
         if pending is None:
             return
         start = 0
@@ -317,4 +322,4 @@ class RecurrentStreams:
 
     def abandon(self) -> None:
         """Drop what this thread's ``begin`` computed (the step failed): the streams stay as they were."""
-        self._local.pending = None
+        self._local.pending = self._local.current = None
