@@ -23,7 +23,8 @@ def _replay(engine):
     b, length = ds["obs"].shape[:2]
     with torch.no_grad():
         feats = policy.encoder(ds["obs"].reshape((b * length,) + tuple(ds["obs"].shape[2:]))).reshape(b, length, -1)
-        y_pi, y_vf = policy.core.unroll(feats, {k: ds[k] for k in policy.core.state_keys}, ds["is_init"])
+        y = policy.core.unroll(feats, {k: ds[k] for k in policy.core.state_keys}, ds["is_init"])
+        y_pi, y_vf = y if isinstance(y, tuple) else (y, y)  # one core each, or one shared (the preset's)
         logp, _ = policy._log_prob_entropy(policy._dist(y_pi.reshape(b * length, -1)), ds["action"].reshape(-1))
         value = policy.critic(y_vf.reshape(b * length, -1)).squeeze(-1)
     mask = ds["mask"].reshape(-1)
@@ -56,7 +57,8 @@ def test_sequences_replay_exactly_env_worker_copies(build, tmp_path):
 
 
 def test_sequences_replay_exactly_eval_workers_per_step(build, tmp_path):
-    _check_two_rollouts(build, tmp_path, ["cluster.inference=eval_workers", "policy.recurrent=gru"])
+    overrides = ["cluster.inference=eval_workers", "policy.recurrent=gru", "policy.recurrent_shared=false"]
+    _check_two_rollouts(build, tmp_path, overrides)
 
 
 @pytest.mark.ray
