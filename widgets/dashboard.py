@@ -43,6 +43,15 @@ def engine_state(engine: Any) -> Dict[str, Any]:
     }
 
 
+def agent_returns_html(last: Dict[str, Any]) -> str:
+    """Multi-agent runs: each agent's mean return (the ``agent_return_mean/<agent>`` metrics), one line."""
+    items = sorted((k.split("/", 1)[1], v) for k, v in last.items() if k.startswith("agent_return_mean/"))
+    if not items:
+        return ""
+    body = " · ".join(f"{esc(a)} {esc(fmt(v))}" for a, v in items)
+    return f"<div class='rl-agent-returns'>per-agent return: {body}</div>"
+
+
 class EngineDashboard(LiveView):
     """The run dashboard. Accepts a notebook `Run` or an engine.
 
@@ -55,7 +64,9 @@ class EngineDashboard(LiveView):
         self.run = run_or_engine if hasattr(run_or_engine, "engine") else None
         self.engine = getattr(run_or_engine, "engine", run_or_engine)
         self.buffer_view = BufferViewWidget(self.engine.buffer)
-        self.episode_table_view = EpisodeTableWidget(self.engine.buffer)
+        env_group = getattr(self.engine, "env_group", None)
+        env_stats = getattr(env_group, "stats", None)
+        self.episode_table_view = EpisodeTableWidget(self.engine.buffer, env_stats)
         self.progress = None
         self.container = None
         if self._w is not None:
@@ -94,7 +105,8 @@ class EngineDashboard(LiveView):
             f" storage {r['storage_restarts']}</span>"
             f" · env errors <span class='rl-env-errors'>{s['env_errors']}</span>"
             f" · return {esc(fmt(s['last'].get('episode_return_mean')))}"
-            f"<div>{sparks}</div><div style='font-size:11px'>mean time per iteration: {timing}</div></div>"
+            f"{agent_returns_html(s['last'])}<div>{sparks}</div>"
+            f"<div style='font-size:11px'>mean time per iteration: {timing}</div></div>"
         )
 
     def _ipython_display_(self) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-from rlightning.widgets._base import LiveView, esc, html_table
+from rlightning.widgets._base import LiveView, esc, fmt, html_table
 
 _SECTIONS = {"env": ("env", "envs"), "storage": ("storage", "storages", "buffer"), "train": ("train", "train_workers")}
 
@@ -26,11 +26,16 @@ def _nodes(table: Any, kind: str) -> Dict[str, Optional[str]]:
     return {}
 
 
-def episode_table_state(table: Any) -> Dict[str, Any]:
-    """The view's state from an `EpisodeTable` (or a buffer holding one in ``episode_table``)."""
+def episode_table_state(table: Any, agent_returns: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """The view's state from an `EpisodeTable` (or a buffer holding one in ``episode_table``).
+
+    ``agent_returns``: multi-agent runs, env id -> agent id -> that agent's mean recent return (a row's
+    ``agent_returns``; the env group's ``stats()["env_agent_return_mean"]``).
+    """
     table = getattr(table, "episode_table", table)
     if table is None:
         return {"rows": [], "num_storages": 0}
+    agent_returns = agent_returns or {}
     env_to_storage = table.get_env_to_storage()
     storage_to_train = table.get_storage_to_train_workers()
     env_nodes, shard_nodes, train_nodes = _nodes(table, "env"), _nodes(table, "storage"), _nodes(table, "train")
@@ -42,6 +47,7 @@ def episode_table_state(table: Any) -> Dict[str, Any]:
             "env_node": env_nodes.get(env),
             "storage_node": shard_nodes.get(str(shard)),
             "train_nodes": [train_nodes.get(str(w)) for w in storage_to_train.get(shard, [])],
+            "agent_returns": dict(agent_returns.get(env, {})),
         }
         for env, shard in sorted(env_to_storage.items(), key=lambda kv: (kv[1], kv[0]))
     ]
@@ -90,29 +96,35 @@ class EpisodeTableWidget(LiveView):
 
     Args:
         table: An EpisodeTable, or a DataBuffer (its ``episode_table`` is shown).
+        env_stats: Returns the env group's ``stats()`` (multi-agent runs: per-agent returns per env).
     """
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: Any, env_stats: Optional[Callable[[], Dict[str, Any]]] = None) -> None:
         super().__init__()
         self.table = table
+        self.env_stats = env_stats
         self.refresh()
 
     def compute_state(self) -> Dict[str, Any]:
-        return episode_table_state(self.table)
+        stats = self.env_stats() if self.env_stats is not None else {}
+        return episode_table_state(self.table, stats.get("env_agent_return_mean"))
 
     def render_html(self, s: Dict[str, Any]) -> str:
         with_nodes = any(r.get("env_node") or r.get("storage_node") for r in s["rows"])
         headers = ["env", "storage shard", "train workers"]
         if with_nodes:
             headers = ["env", "env node", "storage shard", "shard node", "train workers", "train nodes"]
+        agents = sorted({a for r in s["rows"] for a in r.get("agent_returns", {})})
+        headers += [f"return {a}" for a in agents]
         rows = []
         for r in s["rows"]:
             workers = ", ".join(map(str, r["train_workers"]))
             if with_nodes:
                 nodes = ", ".join(n or "-" for n in r["train_nodes"])
-                rows.append([r["env_id"], r["env_node"] or "-", r["storage"], r["storage_node"] or "-", workers, nodes])
+                row = [r["env_id"], r["env_node"] or "-", r["storage"], r["storage_node"] or "-", workers, nodes]
             else:
-                rows.append([r["env_id"], r["storage"], workers])
+                row = [r["env_id"], r["storage"], workers]
+            rows.append(row + [fmt(r.get("agent_returns", {}).get(a)) for a in agents])
         return (
             f"<div class='rlightning-episode-table'><b>Episode table</b> ({len(s['rows'])} envs, "
             f"{s['num_storages']} shards){html_table(headers, rows)}{routing_svg(s)}</div>"

@@ -104,9 +104,9 @@ class BaseEngine:
         )
         if self.inference_in_env_workers:
             from rlightning.engine.acting import EnvWorkerSync
-            from rlightning.policy.builder import resolve_policy_class
+            from rlightning.policy.multi_agent import policy_class_for
 
-            policy_cls = resolve_policy_class(cfg.policy.type)
+            policy_cls = policy_class_for(cfg)  # MultiAgentPolicy for a multi-agent env
             self.env_group.attach_policy(policy_cls, cfg.policy, self.env_metas[0], seed=cfg.seed)
             self.env_weight_sync = EnvWorkerSync(
                 self.env_group, self.policy_group, cfg.policy.weight_sync, is_colocated=cfg.cluster.is_colocated
@@ -324,6 +324,9 @@ class BaseEngine:
             out["episode_return_last"] = float(returns[-1])
         if lengths:
             out["episode_length_mean"] = float(np.mean(lengths))
+        for agent, agent_returns in (stats.get("recent_agent_returns") or {}).items():
+            if agent_returns:  # multi-agent envs: each agent's own return
+                out[f"agent_return_mean/{agent}"] = float(np.mean(agent_returns[-window:]))
         return out
 
     # ------------------------------------------------------------------ run loop

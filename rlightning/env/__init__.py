@@ -1,7 +1,8 @@
 """The acting side: `BaseEnv`, the gymnasium backend, the built-in multi-agent env, `RolloutWorker`, `EnvGroup`.
 
 Importing this package registers the built-in envs in ``ENVS``:
-``"gymnasium"`` (`GymnasiumEnv`) and ``"rendezvous"`` (`RendezvousEnv`).
+``"gymnasium"`` (`GymnasiumEnv`), ``"pettingzoo"`` (`PettingZooEnv`, PettingZoo parallel envs) and
+``"rendezvous"`` (`RendezvousEnv`).
 """
 
 from rlightning.env.base_env import BaseEnv
@@ -9,6 +10,7 @@ from rlightning.env.env_group import EnvGroup
 from rlightning.env.errors import EnvWorkerError, caller_error
 from rlightning.env.gym_env import GymnasiumEnv, resolve_env_spec
 from rlightning.env.multi_agent_env import RendezvousEnv
+from rlightning.env.pettingzoo_env import PettingZooEnv
 from rlightning.env.rollout_worker import RolloutResult, RolloutWorker
 from rlightning.env.utils.utils import default_env_preprocess_fn
 
@@ -17,6 +19,7 @@ __all__ = [
     "EnvGroup",
     "EnvWorkerError",
     "GymnasiumEnv",
+    "PettingZooEnv",
     "RendezvousEnv",
     "RolloutResult",
     "RolloutWorker",

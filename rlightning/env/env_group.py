@@ -433,6 +433,7 @@ class EnvGroup:
                     if result.error is not None:
                         self._restart(slot, result.error, kind="raised", method="step")
                     self._stats.add_episodes(result.episode_returns, result.episode_lengths)
+                    self._stats.add_agent_episodes(result.agent_episode_returns, result.env_id)
                     self._stats.add_steps(slot.num_envs * result.num_steps)
                     yield slot.env_id, result
                 return
@@ -449,6 +450,7 @@ class EnvGroup:
             if result.error is not None:  # the env raised mid-rollout: the steps before it are kept
                 self._restart(slot, result.error, kind="raised", method="step")
             self._stats.add_episodes(result.episode_returns, result.episode_lengths)
+            self._stats.add_agent_episodes(result.agent_episode_returns, result.env_id)
             self._stats.add_steps(slot.num_envs * result.num_steps)
             yield slot.env_id, result
 

@@ -11,7 +11,7 @@ Vectorised like every env worker: ``observation[agent]`` is
 ``[num_envs, num_agents]``, ``last_reward[agent]`` float32 ``[num_envs]``, and
 the done flags are bool ``[num_envs]`` per agent; ``info["episode_return"]``
 is the team's running return (summed over agents), ``info["episode_length"]``
-the steps. Sub-environments autoreset NEXT_STEP. It takes a
+the steps, ``info["agent_episode_return"][agent]`` each agent's own. Sub-environments autoreset NEXT_STEP. It takes a
 `MultiAgentPolicyResponse` whose ``action`` is a dict of agent id ->
 ``[num_envs]`` ints. Use it with ``EnvConfig(name="rendezvous", env_kwargs={"num_agents": 3})``.
 """
@@ -45,6 +45,9 @@ class RendezvousEnv(BaseEnv):
     Raises:
         ValueError: an unknown or invalid ``env_kwargs`` entry.
     """
+
+    multi_agent = True
+    """Observations, rewards and flags are dicts keyed by agent id (the engines build a `MultiAgentPolicy`)."""
 
     def __init__(
         self,
@@ -112,7 +115,7 @@ class RendezvousEnv(BaseEnv):
             last_reward=self._per_agent(np.zeros(self.num_envs, dtype=np.float32)),
             last_terminated=self._per_agent(zeros),
             last_truncated=self._per_agent(zeros),
-            info={"episode_return": ep_return, "episode_length": ep_length},
+            info=self._info(ep_return, ep_length),
         )
 
     def _moves(self, policy_resp: PolicyResponse) -> np.ndarray:
@@ -163,8 +166,17 @@ class RendezvousEnv(BaseEnv):
             last_reward=self._per_agent(reward),
             last_terminated=self._per_agent(terminated),
             last_truncated=self._per_agent(truncated),
-            info={"episode_return": ep_return, "episode_length": ep_length},
+            info=self._info(ep_return, ep_length),
         )
+
+    def _info(self, ep_return: np.ndarray, ep_length: np.ndarray) -> Dict[str, Any]:
+        # Every agent gets the team's reward per agent: its own return is the team's divided by the agents.
+        own = ep_return / self.num_agents
+        return {
+            "episode_return": ep_return,
+            "episode_length": ep_length,
+            "agent_episode_return": {agent: own.copy() for agent in self.agent_ids},
+        }
 
     def get_metadata(self) -> EnvMeta:
         """Dict spaces keyed by agent id (the spaces of one sub-environment)."""

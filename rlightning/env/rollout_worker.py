@@ -35,6 +35,7 @@ import numpy as np
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error, is_caller_error
 from rlightning.env.utils.episodes import EpisodeIds, episode_report
+from rlightning.env.utils.multi_agent_writer import active_of, agent_episode_report, multi_agent_writer
 from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.types import EnvMeta, EnvRet, MultiAgentEnvRet, PolicyResponse
@@ -61,6 +62,7 @@ class RolloutResult:
         env_step_s: Seconds spent stepping the env and writing the record.
         episode_returns: Returns of the episodes that finished during the rollout.
         episode_lengths: Their lengths.
+        agent_episode_returns: Multi-agent envs: per agent, its own return in those episodes.
         error: The exception the env's own ``step`` raised (the arrays then hold the steps before it; the
             group recreates the worker); None otherwise.
     """
@@ -75,6 +77,8 @@ class RolloutResult:
     episode_returns: List[float] = field(default_factory=list)
     episode_lengths: List[int] = field(default_factory=list)
     error: Optional[BaseException] = None
+    agent_episode_returns: Dict[str, List[float]] = field(default_factory=dict)
+    """Multi-agent envs: each agent's own return in the episodes that finished (agent id -> returns)."""
 
     @property
     def record(self) -> Any:
@@ -329,7 +333,7 @@ class RolloutWorker:
             RuntimeError: no policy attached, or the env was never reset.
             ValueError: ``num_steps`` below 1; an observation or policy output without the leading
                 dimension N.
-            TypeError: a multi-agent env (it acts per step, ``cluster.inference='eval_workers'``).
+            TypeError: a multi-agent observation that is not a dict of ``[N, ...]`` arrays per agent.
         """
         policy = self._require_policy("collect")
         run = self.start_rollout(num_steps)
@@ -368,16 +372,14 @@ class RolloutWorker:
         env_ret = self._current
         if env_ret is None:
             raise caller_error(RuntimeError(f"env {self.env_id}: collect before reset(); reset the env first"))
-        if isinstance(env_ret, MultiAgentEnvRet) or isinstance(env_ret.last_reward, dict):
-            raise caller_error(
-                TypeError(
-                    f"env {self.env_id}: whole-rollout collection takes single-agent envs; a multi-agent env "
-                    "acts per step (cluster.inference='eval_workers')"
-                )
-            )
         num_steps = int(num_steps)
         try:
-            writer = RecordWriter(self.env_id, self.num_envs, num_steps, env_ret.observation, start_done_flags(env_ret))
+            if isinstance(env_ret, MultiAgentEnvRet) or isinstance(env_ret.last_reward, dict):
+                writer = multi_agent_writer(self.env_id, self.num_envs, num_steps, env_ret)
+            else:
+                writer = RecordWriter(
+                    self.env_id, self.num_envs, num_steps, env_ret.observation, start_done_flags(env_ret)
+                )
         except (TypeError, ValueError) as err:
             caller_error(err)
             raise
@@ -403,7 +405,10 @@ class RolloutWorker:
         self._current = run.env_ret = env_ret  # whatever fails next, the env moved on
         term, trunc = env_ret.last_terminated, env_ret.last_truncated
         try:
-            run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
+            if type(run.writer) is RecordWriter:
+                run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
+            else:  # multi-agent: which agents act next comes with the EnvRet
+                run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc, active_of(env_ret))
         except (KeyError, TypeError, ValueError) as err:
             caller_error(err)
             raise
@@ -411,6 +416,9 @@ class RolloutWorker:
             returns, lengths = episode_report(env_ret)
             run.result.episode_returns.extend(returns)
             run.result.episode_lengths.extend(lengths)
+            if type(run.writer) is not RecordWriter:
+                for agent, got in agent_episode_report(env_ret).items():
+                    run.result.agent_episode_returns.setdefault(agent, []).extend(got)
         run.steps = t + 1
         run.stepping += time.perf_counter() - t1
         return True

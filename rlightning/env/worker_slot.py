@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.gym_env import GymnasiumEnv
 from rlightning.env.multi_agent_env import RendezvousEnv  # noqa: F401 - registers "rendezvous" in ENVS
+from rlightning.env.pettingzoo_env import PettingZooEnv  # noqa: F401 - registers "pettingzoo" in ENVS
 from rlightning.env.rollout_worker import RolloutWorker
 from rlightning.env.utils.utils import default_env_preprocess_fn, make_env_id
 from rlightning.types import EnvMeta

@@ -15,7 +15,9 @@ Layout (tensordict's ``next`` convention):
   the value of ``next.obs`` (a bootstrap for episodes that end at that step);
 - the env worker's id as non-tensor data: ``record.set_non_tensor("env_id", ...)``.
 
-Observations keep their dtype. torch and tensordict are imported on first
+Multi-agent records nest the per-agent data under ``agents.<agent_id>`` (and
+``next.agents.<agent_id>``), with a per-agent ``valid`` mask; see
+`rlightning.types.multi_agent_record`. Observations keep their dtype. torch and tensordict are imported on first
 use: `EnvRet` users that never build a record do not pay for them.
 """
 
@@ -28,6 +30,11 @@ import numpy as np
 
 from rlightning.types.convert import to_numpy
 from rlightning.types.env_types import EnvMeta, EnvRet
+from rlightning.types.multi_agent_record import (
+    MULTI_AGENT_RECORD_KEYS,
+    check_multi_agent_record,
+    is_multi_agent_record,
+)
 
 __all__ = [
     "ACTION",
@@ -198,6 +205,9 @@ def validate_record(
     if require_env_id and record_env_id(td) is None:
         raise TypeError(f"{name} needs the env worker's id as a string: record.set_non_tensor('env_id', '<env id>')")
     present = {_key(k) for k in td.keys(include_nested=True, leaves_only=True)}
+    multi = is_multi_agent_record(td)  # agents.<id>.* (rlightning.types.multi_agent_record)
+    if multi and require is RECORD_KEYS:
+        require = MULTI_AGENT_RECORD_KEYS
     for key in require:
         k = _key(key)
         if not any(p[: len(k)] == k for p in present):
@@ -216,7 +226,9 @@ def validate_record(
             )
         out[key] = (tuple(value.shape[bdims:]), value.dtype)
     _check_fixed(td, out, batch, name)
-    _check_obs(td, out, present, observation_space, name)
+    _check_obs(td, out, present, None if multi else observation_space, name)
+    if multi:
+        check_multi_agent_record(td, out, observation_space, name)
     if spec is not None:
         _check_spec(out, spec, name)
     return out
@@ -426,12 +438,19 @@ def step_arrays(
 
     Raises:
         TypeError: ``env_ret`` is not an EnvRet, the response is not a PolicyResponse-like object,
-            or a value of the wrong kind (None, a string, an object array, a dict for a Box space).
+            or a value of the wrong kind (None, a string, an object array, a dict for a Box space);
+            a multi-agent EnvRet (those are stored as whole multi-agent records).
         ValueError: shapes that do not fit N or the space, env ids that differ.
     """
     if not isinstance(env_ret, EnvRet):
         raise TypeError(f"{arg} must be an EnvRet, got {type(env_ret).__name__} {_short(env_ret)}")
     env_id = env_ret.env_id
+    if isinstance(env_ret.last_reward, Mapping):
+        raise TypeError(
+            f"{arg} of env {env_id!r} is multi-agent (rewards per agent); multi-agent steps are stored as whole "
+            "rollout records nested per agent (Storage.add_rollout, cluster.inference='env_workers'; see "
+            "rlightning.types.multi_agent_record), not one EnvRet at a time"
+        )
     space = env_meta.observation_space if env_meta is not None else None
     num_envs = env_meta.num_envs if env_meta is not None else None
     leaves, n, single = _batch_obs(_obs_leaves(env_ret.observation, space), space, num_envs, env_id)

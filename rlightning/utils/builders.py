@@ -76,7 +76,9 @@ def build_run(config: MainConfig, **buffer_fns: Any) -> RunParts:
     """
     validate_config(config)
     placement = Placement.from_cluster_config(config.cluster)
-    policy_cls = POLICIES.get(config.policy.type)
+    from rlightning.policy.multi_agent import policy_class_for
+
+    policy_cls = policy_class_for(config)  # MultiAgentPolicy for a multi-agent env
     fns: Dict[str, Any] = dict(buffer_fns)
     post = getattr(policy_cls, "buffer_postprocess_fn", None)
     if "postprocess_fn" not in fns and post is not None:
@@ -90,7 +92,11 @@ def build_run(config: MainConfig, **buffer_fns: Any) -> RunParts:
         built.append(env_group)
         cluster = acting_cluster(config)  # env workers that act need no eval worker
         policy_group = build_policy_group(
-            config.policy.type, config.policy, cluster, backend=_backend(config), placement=placement
+            config.policy.type if policy_cls is POLICIES.get(config.policy.type) else policy_cls,
+            config.policy,
+            cluster,
+            backend=_backend(config),
+            placement=placement,
         )
         built.append(policy_group)
         buffer = build_data_buffer(config.buffer.type, config.buffer, placement=placement, **fns)

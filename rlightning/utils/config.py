@@ -265,6 +265,9 @@ class PolicyConfig(_Config, metaclass=_PolicyConfigMeta):
     """Load weights from this checkpoint file when the policy is built."""
     max_restarts: int = Field(3, ge=0)
     """How many times a dead eval worker actor is relaunched (and given the current weights) before the run stops."""
+    agent_groups: Optional[Dict[str, List[str]]] = None
+    """Multi-agent envs: policy group name -> the agent ids it acts for, one set of parameters per group (every
+    agent in exactly one group; a group's agents have the same spaces). None: one policy shared by all agents."""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -58,6 +58,31 @@ def acting_cluster(config: MainConfig) -> ClusterConfig:
     return cluster
 
 
+def _check_multi_agent(config: MainConfig) -> None:
+    from rlightning.policy.multi_agent import (
+        MultiAgentPolicy,
+        env_is_multi_agent,
+        probe_agent_ids,
+        resolve_agent_groups,
+    )
+
+    groups = getattr(config.policy, "agent_groups", None)
+    if not env_is_multi_agent(config.env):
+        if groups is not None:
+            raise ValueError(
+                f"policy.agent_groups maps agents of a multi-agent env to policies, but env {config.env.name!r} "
+                f"(backend {config.env.backend!r}) is single-agent; remove policy.agent_groups"
+            )
+        return
+    if config.cluster.inference != "env_workers" and config.engine != "eval":
+        raise ValueError(
+            f"multi-agent env {config.env.name!r} trains with cluster.inference='env_workers' (each env worker acts "
+            f"for all its agents and writes per-agent records), got {config.cluster.inference!r}"
+        )
+    MultiAgentPolicy.buffer_postprocess_fn(config.policy)  # an algorithm without a per-agent postprocess raises
+    resolve_agent_groups(groups, probe_agent_ids(config.env))
+
+
 def validate_config(config: MainConfig) -> None:
     """Raise a clear error when the config's parts cannot work together.
 
@@ -108,6 +133,7 @@ def _check(config: MainConfig) -> None:
     check_run = getattr(policy_cls, "check_run_config", None)  # the policy's own cross-section rules
     if callable(check_run):
         check_run(config)
+    _check_multi_agent(config)
 
     beta = getattr(config.policy, "priority_beta_start", None)
     if config.buffer.sampler == "prioritized" and beta is not None and beta != config.buffer.priority_beta:

@@ -149,14 +149,26 @@ def test_without_a_policy_the_group_and_worker_say_how_to_get_one():
     assert not g.has_policy
 
 
-def test_multi_agent_envs_act_per_step():
-    worker = RolloutWorker(
-        __import__("rlightning.env", fromlist=["RendezvousEnv"]).RendezvousEnv, EnvConfig(name="rendezvous")
-    )
+def test_multi_agent_envs_collect_per_agent_and_need_per_agent_outputs():
+    from types import SimpleNamespace
+
+    from rlightning.env import RendezvousEnv
+
+    worker = RolloutWorker(RendezvousEnv, EnvConfig(name="rendezvous", num_envs=2))
     worker.reset(seed=0)
-    worker._policy = object()  # any copy: the env kind is refused before it acts
-    with pytest.raises(TypeError, match=r"a multi-agent env acts per step \(cluster.inference='eval_workers'\)"):
+    flat = {"action": np.zeros(2, np.int64)}  # a single-agent policy's output
+    worker._policy = SimpleNamespace(weight_version=0, deterministic=False, compute_actions=lambda obs, **kw: flat)
+    worker._fast_acting = True
+    with pytest.raises(ValueError, match=r"a multi-agent env takes a dict of agent id -> actions"):
         worker.collect(2)
+    per_agent = {"action": {"agent_0": np.ones(2, np.int64), "agent_1": np.ones(2, np.int64)}}
+    worker._policy.compute_actions = lambda obs, **kw: per_agent
+    td = worker.collect(3).record
+    assert td["agents", "agent_1", "action"].shape == (2, 3) and td["next", "agents", "agent_0", "obs"].shape == (
+        2,
+        3,
+        2,
+    )
 
 
 def test_episode_ids_count_per_worker_and_follow_the_valid_flags():

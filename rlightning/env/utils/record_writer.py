@@ -178,6 +178,10 @@ def arrays_to_record(arrays: Dict[str, Any], env_id: str) -> Any:
     import torch
     from tensordict import TensorDict
 
+    if "agents" in arrays:  # a multi-agent rollout (MultiAgentRecordWriter)
+        from rlightning.types.multi_agent_record import multi_agent_arrays_to_record
+
+        return multi_agent_arrays_to_record(arrays, env_id)
     obs = arrays["obs"]
     first = obs
     while isinstance(first, dict):

@@ -32,6 +32,9 @@ class GroupStats:
         self._episodes = 0
         self.recent_returns: Deque[float] = deque(maxlen=recent)
         self.recent_lengths: Deque[int] = deque(maxlen=recent)
+        self._recent = recent
+        self.recent_agent_returns: Dict[str, Deque[float]] = {}  # multi-agent envs: agent id -> its returns
+        self.env_agent_returns: Dict[str, Dict[str, Deque[float]]] = {}  # env id -> agent id -> its returns
         env_ids = list(env_ids)
         self.restarts: Dict[str, int] = {env_id: 0 for env_id in env_ids}
         self.env_errors: Dict[str, int] = {env_id: 0 for env_id in env_ids}
@@ -101,6 +104,14 @@ class GroupStats:
             self.recent_returns.extend(returns)
             self.recent_lengths.extend(lengths)
 
+    def add_agent_episodes(self, agent_returns: Dict[str, List[float]], env_id: Optional[str] = None) -> None:
+        """Record each agent's own return in finished episodes (multi-agent envs), of env ``env_id`` if given."""
+        for agent, returns in agent_returns.items():
+            self.recent_agent_returns.setdefault(agent, deque(maxlen=self._recent)).extend(returns)
+            if env_id is not None:
+                per_env = self.env_agent_returns.setdefault(env_id, {})
+                per_env.setdefault(agent, deque(maxlen=self._recent)).extend(returns)
+
     def add_restart(self, env_id: str) -> None:
         """Count one restart of ``env_id``."""
         self.restarts[env_id] = self.restarts.get(env_id, 0) + 1
@@ -127,6 +138,10 @@ class GroupStats:
             "episodes": self._episodes,
             "recent_returns": returns,
             "recent_lengths": lengths,
+            "recent_agent_returns": {a: list(r) for a, r in self.recent_agent_returns.items()},
+            "env_agent_return_mean": {
+                e: {a: mean_or_none(list(r)) for a, r in per.items()} for e, per in self.env_agent_returns.items()
+            },
             "mean_return": mean_or_none(returns),
             "mean_length": mean_or_none(lengths),
             "restarts": dict(self.restarts),
