@@ -47,6 +47,7 @@ WRAPPERS: Dict[str, str] = {
     "max_and_skip": "MaxAndSkipObservation",
     "sticky_action": "StickyAction",
     "tuple_to_dict": "rlightning.env.wrappers:TupleToDict",
+    "mask_velocity": "rlightning.env.pomdp:MaskVelocityObservation",
 }
 
 

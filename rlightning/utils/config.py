@@ -355,6 +355,9 @@ class BufferConfig(_Config):
     """Uniform with replacement, the whole buffer shuffled, batches without replacement, or prioritized."""
     slice_len: Optional[int] = Field(None, ge=1)
     """Episode unit: sample fixed-length slices of this many steps (None: whole episodes)."""
+    burn_in: int = Field(0, ge=0)
+    """Episode unit with ``slice_len``: also sample this many steps before each slice (flagged ``burn_in``,
+    outside ``mask``) for a recurrent learner to warm up its state on (R2D2's burn-in)."""
     device: str = "cpu"
     """Device the storage tensors live on."""
     auto_truncate_episode: bool = True

@@ -137,6 +137,15 @@ def _check(config: MainConfig) -> None:
                 f"choose a policy for {action_kind(space)} actions"
             )
 
+    buf = config.buffer
+    if buf.burn_in and (buf.unit != "episode" or buf.slice_len is None):
+        raise ValueError(
+            f"buffer.burn_in={buf.burn_in} warms up a recurrent state before fixed-length slices: it needs "
+            f"buffer.unit='episode' and a buffer.slice_len (got unit={buf.unit!r}, slice_len={buf.slice_len!r})"
+        )
+    check_run = getattr(policy_cls, "check_run_config", None)  # the policy's own cross-section rules
+    if callable(check_run):
+        check_run(config)
     _check_multi_agent(config)
 
     beta = getattr(config.policy, "priority_beta_start", None)
