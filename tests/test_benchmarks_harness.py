@@ -114,7 +114,7 @@ def test_quick_cases_are_cases_and_quick_keeps_every_goal_side():
         side = next(s for s in report.ITEMS[g.item].sides if s.key == g.ours)
         assert not side.full_only
     # items --quick leaves out (the off-policy training runs: minutes per side) are judged in full runs only
-    assert {n for n, it in report.ITEMS.items() if not it.quick_default} == {"offpolicy"}
+    assert "offpolicy" in {n for n, it in report.ITEMS.items() if not it.quick_default}
 
 
 def test_every_goal_names_sides_of_its_item():

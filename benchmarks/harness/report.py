@@ -282,6 +282,24 @@ ITEMS: Dict[str, Item] = {
         quick_default=False,
         extra_cols=("env_steps", "return_mean"),
     ),
+    "appo": Item(
+        "appo",
+        "APPO learner throughput, CartPole-v1, cartpole_appo's config on each side (env steps trained per second)",
+        (
+            Side(
+                "rl_local",
+                "rlightning cartpole_appo (preset: asyncrl, env workers acting with their copies)",
+                "ours",
+                "ours",
+                "rlightning_appo.py",
+                ("--mode", "local"),
+            ),
+            Side("rllib", "RLlib APPO, 2 EnvRunners x 8 envs, learner in the driver", "peer", "rllib", "rllib_appo.py"),
+        ),
+        ("learner throughput",),
+        quick_default=False,
+        extra_cols=("env_steps", "final_return"),
+    ),
 }
 
 QUICK_SHARED: Tuple[Shared, ...] = (

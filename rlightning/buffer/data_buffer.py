@@ -127,6 +127,7 @@ class DataBuffer:
             auto_truncate_episode=cfg.auto_truncate_episode,
             sampler=cfg.sampler,
             slice_len=cfg.slice_len,
+            burn_in=cfg.burn_in,
             nan_guard=cfg.nan_guard,
             priority_alpha=cfg.priority_alpha,
             priority_beta=cfg.priority_beta,

@@ -15,6 +15,12 @@ rather than syncs: a sync every iteration would make a version count 0 or 1).
 ``train.max_policy_lag`` bounds it: before acting, the rollout thread waits
 while the acting weights are more updates behind than that, until the next
 sync.
+
+On-policy learners that correct for stale weights (APPO, IMPALA: ``corrects_policy_lag``) train from a
+rollout buffer: the rollout thread cuts every env's episode every ``train.rollout_steps`` steps (the
+unroll length; the cut pieces are stored, marked truncated) and each iteration trains once on everything
+stored since the last, acted by weights up to a few versions old. Their actions carry the acting weight
+version (``policy_version``); the learner reports each batch's lag in versions (``batch_policy_lag``).
 """
 
 from __future__ import annotations
@@ -53,11 +59,13 @@ class AsyncRLEngine(BaseEngine):
         self._synced_updates = 0  # learner updates in the weights the eval workers act with
         self._updates_of_version: Dict[int, int] = {}  # weight version -> learner updates it holds
         self._learner_acts = False
+        self._since_cut = 0  # on-policy: steps since the episodes were last cut
         super().__init__(*args, **kwargs)
         self._chunk = self.config.train.rollout_steps * self.num_sub_envs
         self._max_lag = self.config.train.max_policy_lag
         # Without eval workers the learner's own weights act: nothing lags, nothing waits.
-        self._learner_acts = len(getattr(self.policy_group, "eval_workers", ())) == 0
+        # (With cluster.inference="env_workers" the env workers' policy copies act, synced like eval workers.)
+        self._learner_acts = not self.inference_in_env_workers and not getattr(self.policy_group, "eval_workers", ())
 
     # ------------------------------------------------------------------ background rollout
     def _ensure_thread(self) -> None:
@@ -82,7 +90,10 @@ class AsyncRLEngine(BaseEngine):
                         self._cv.wait(timeout=0.5)
                 if self._halt.is_set():
                     break
-                self._rollout_one_step()
+                if self.inference_in_env_workers:
+                    self._rollout_one_chunk()
+                else:
+                    self._rollout_one_step()
         except BaseException as err:  # noqa: BLE001 - handed to the main thread
             logger.error("rollout thread stopped: %r", err)
             self._thread_error = err
@@ -111,11 +122,40 @@ class AsyncRLEngine(BaseEngine):
         t3 = time.perf_counter()
         with self._lock:
             self.collector.truncate_restarted()
+        produced, cut_s = self.num_sub_envs, 0.0
+        if self.on_policy:  # the unroll ends: its pieces are stored (and sampleable) only once cut
+            self._since_cut += 1
+            produced = 0
+            if self._since_cut >= self.config.train.rollout_steps:
+                t4 = time.perf_counter()
+                with self._lock:
+                    self.collector.flush()
+                    self.buffer.truncate_episodes(self.env_ids)
+                cut_s = time.perf_counter() - t4
+                produced, self._since_cut = self._since_cut * self.num_sub_envs, 0
         self.timing.add("inference", t1 - t0)
-        self.timing.add("buffer_add", t2 - t1)
+        self.timing.add("buffer_add", t2 - t1 + cut_s)
         self.timing.add("env_step", t3 - t2)
+        if produced:
+            with self._cv:
+                self._produced += produced
+                self._cv.notify_all()
+
+    def _rollout_one_chunk(self) -> None:
+        """``cluster.inference="env_workers"``: every env worker runs ``rollout_steps`` with its policy copy.
+
+        The copies act with the weights of the last sync (a sync waits for the workers' running rollouts),
+        so a chunk lags by the learner updates made since then, counted when it starts.
+        """
         with self._cv:
-            self._produced += self.num_sub_envs
+            lag = self.acting_lag
+        steps = self.collector.collect_chunks(self.config.train.rollout_steps)
+        if self.on_policy:
+            with self._lock:
+                self.buffer.truncate_episodes(self.env_ids)
+        self._lags.append(lag)
+        with self._cv:
+            self._produced += steps
             self._cv.notify_all()
 
     def _stop_thread(self) -> None:

@@ -26,6 +26,7 @@ own seed and a run is reproducible.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any, Callable, Dict, Optional
 
@@ -187,7 +188,7 @@ class GymnasiumEnv(BaseEnv):
             num_envs=self.num_envs,
             vectorization_mode=mode,
             vector_kwargs={"autoreset_mode": AutoresetMode.NEXT_STEP},
-            wrappers=[w.wrap for w in wrappers] or None,
+            wrappers=[functools.partial(apply_wrappers, specs=wrappers)],  # and Tuple observations as dicts
             **kwargs,
         )
 

@@ -252,6 +252,7 @@ class RolloutWorker:
         # Acting straight through compute_actions unless the class answers EnvRets itself.
         cls = type(policy)
         self._fast_acting = cls.rollout_step is BasePolicy.rollout_step and cls.postprocess is BasePolicy.postprocess
+        self._fast_acting = self._fast_acting and not policy.stateful_acting  # a recurrent one reads the EnvRets
         return {"num_parameters": result["num_parameters"], "weight_version": result["weight_version"]}
 
     def _require_policy(self, what: str) -> Any:
@@ -352,7 +353,10 @@ class RolloutWorker:
                 break
         if "value" in out and run.error is None:  # the value of the last next.obs: its bootstrap
             t0 = clock()
-            run.last_value = policy.compute_actions(run.env_ret.observation, deterministic=True)["value"]
+            if policy.stateful_acting:  # through the EnvRet: a recurrent policy acts from the state it stands at
+                run.last_value = policy.rollout_batch([run.env_ret])[0].value
+            else:
+                run.last_value = policy.compute_actions(run.env_ret.observation, deterministic=True)["value"]
             run.inference += clock() - t0
         return self.finish_rollout(run)
 

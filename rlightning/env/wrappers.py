@@ -26,7 +26,7 @@ import gymnasium as gym
 
 from rlightning.utils.registry import closest
 
-__all__ = ["WRAPPERS", "WrapperSpec", "apply_wrappers", "resolve_wrappers"]
+__all__ = ["WRAPPERS", "TupleToDict", "WrapperSpec", "apply_wrappers", "resolve_wrappers"]
 
 #: Short names of the gymnasium wrappers researchers reach for, and the class each stands for.
 WRAPPERS: Dict[str, str] = {
@@ -46,7 +46,48 @@ WRAPPERS: Dict[str, str] = {
     "dtype": "DtypeObservation",
     "max_and_skip": "MaxAndSkipObservation",
     "sticky_action": "StickyAction",
+    "tuple_to_dict": "rlightning.env.wrappers:TupleToDict",
+    "mask_velocity": "rlightning.env.pomdp:MaskVelocityObservation",
 }
+
+
+def _has_tuple(space: gym.Space) -> bool:
+    if isinstance(space, gym.spaces.Tuple):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(_has_tuple(s) for s in space.spaces.values())
+    return False
+
+
+def _dict_space(space: gym.Space) -> gym.Space:
+    if isinstance(space, gym.spaces.Tuple):
+        return gym.spaces.Dict({str(i): _dict_space(s) for i, s in enumerate(space.spaces)})
+    if isinstance(space, gym.spaces.Dict):
+        return gym.spaces.Dict({k: _dict_space(s) for k, s in space.spaces.items()})
+    return space
+
+
+def _dict_obs(obs: Any) -> Any:
+    if isinstance(obs, tuple):
+        return {str(i): _dict_obs(o) for i, o in enumerate(obs)}
+    if isinstance(obs, dict):
+        return {k: _dict_obs(o) for k, o in obs.items()}
+    return obs
+
+
+class TupleToDict(gym.ObservationWrapper):
+    """Tuple observation spaces (at any depth) as Dict spaces keyed ``"0"``, ``"1"``, ...
+
+    The record keeps observations as nested keys, so a Tuple observation travels as a dict; the gymnasium
+    backend adds this wrapper itself (last) to an env whose observation space holds a Tuple.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observation_space = _dict_space(env.observation_space)
+
+    def observation(self, observation: Any) -> Any:
+        return _dict_obs(observation)
 
 
 @dataclass(frozen=True)
@@ -94,6 +135,8 @@ def _resolve_class(name: str) -> type:
             raise _unknown(name, f"module {module_name!r} has no {attr!r}")
     else:
         attr = WRAPPERS.get(name, name)
+        if ":" in attr:
+            return _resolve_class(attr)
         obj = getattr(gym.wrappers, attr, None)
         if not isinstance(obj, type):
             raise _unknown(name)
@@ -149,8 +192,10 @@ def resolve_wrappers(entries: Sequence[Any]) -> List[WrapperSpec]:
     return out
 
 
-def apply_wrappers(env: gym.Env, specs: Sequence[WrapperSpec]) -> gym.Env:
-    """Wrap ``env`` with each spec in order."""
+def apply_wrappers(env: gym.Env, specs: Sequence[WrapperSpec] = ()) -> gym.Env:
+    """Wrap ``env`` with each spec in order, then with `TupleToDict` if its observation space holds a Tuple."""
     for spec in specs:
         env = spec.wrap(env)
+    if _has_tuple(env.observation_space):
+        env = TupleToDict(env)
     return env

@@ -75,6 +75,10 @@ class BasePolicy:
     sync_module_names: Optional[Sequence[str]] = None
     """Modules an eval worker needs (sent by weight sync); None means every registered module."""
 
+    stateful_acting: bool = False
+    """True for a policy whose actions depend on earlier steps (a recurrent state): it acts on the EnvRets
+    (``rollout_batch``: env ids, episode starts), never on bare observations."""
+
     config_cls: ClassVar[type] = PolicyConfig
     """The config class of this policy's ``policy.type`` (a `PolicyConfig` subclass with the algorithm's
     hyperparameters); ``PolicyConfig(type=...)`` and a ``policy:`` section build it. Default: the shared one."""

@@ -249,8 +249,9 @@ class PolicyConfig(_Config, metaclass=_PolicyConfigMeta):
     """Hidden layer widths of the MLPs."""
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     """Hidden activation."""
-    cnn: Literal["nature", "impala"] = "nature"
-    """Encoder of image observations: the Nature-DQN CNN (84x84 frames) or the IMPALA ResNet (any size)."""
+    cnn: Literal["nature", "impala", "minatar"] = "nature"
+    """Encoder of image observations: the Nature-DQN CNN (84x84 frames), the IMPALA ResNet (any size) or
+    the MinAtar paper's one-convolution network (small frames)."""
     optim: OptimConfig = Field(default_factory=OptimConfig)
     """Optimizer settings."""
     gamma: float = Field(0.99, ge=0, le=1)
@@ -354,6 +355,9 @@ class BufferConfig(_Config):
     """Uniform with replacement, the whole buffer shuffled, batches without replacement, or prioritized."""
     slice_len: Optional[int] = Field(None, ge=1)
     """Episode unit: sample fixed-length slices of this many steps (None: whole episodes)."""
+    burn_in: int = Field(0, ge=0)
+    """Episode unit with ``slice_len``: also sample this many steps before each slice (flagged ``burn_in``,
+    outside ``mask``) for a recurrent learner to warm up its state on (R2D2's burn-in)."""
     device: str = "cpu"
     """Device the storage tensors live on."""
     auto_truncate_episode: bool = True

@@ -15,24 +15,37 @@ from rlightning.utils.registry import BUFFERS, ENGINE, ENVS, POLICIES
 
 
 def action_kind(space: Any) -> str:
-    """``"discrete"`` or ``"continuous"`` (or the space's class name) for a gymnasium action space."""
+    """``"discrete"``, ``"multi_discrete"``, ``"multi_binary"`` or ``"continuous"`` (else the space's class name)."""
     import gymnasium as gym
 
-    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+    if isinstance(space, gym.spaces.Discrete):
         return "discrete"
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return "multi_discrete"
+    if isinstance(space, gym.spaces.MultiBinary):
+        return "multi_binary"
     if isinstance(space, gym.spaces.Box):
         return "continuous"
     return type(space).__name__
 
 
 def probe_action_space(config: MainConfig) -> Optional[Any]:
-    """The action space of a gymnasium env id, found without starting any worker (None if unknown)."""
+    """The action space of a gymnasium env id, found without starting any worker (None if unknown).
+
+    Raises:
+        MissingSuiteError: the env's suite (Atari, MinAtar, MuJoCo, ...) is not installed; the message names
+            the extra to install.
+    """
     if config.env.backend != "gymnasium":
         return None
     import gymnasium as gym
 
+    from rlightning.env.suites import check_suite_installed, ensure_suite
+
+    ensure_suite(config.env.name)  # a suite's missing package fails here, with its install hint
     if config.env.name not in gym.registry:
         return None
+    check_suite_installed(gym.spec(config.env.name))
     try:
         env = gym.make(config.env.name, **config.env.env_kwargs)
     except (TypeError, ValueError) as err:
@@ -124,6 +137,15 @@ def _check(config: MainConfig) -> None:
                 f"choose a policy for {action_kind(space)} actions"
             )
 
+    buf = config.buffer
+    if buf.burn_in and (buf.unit != "episode" or buf.slice_len is None):
+        raise ValueError(
+            f"buffer.burn_in={buf.burn_in} warms up a recurrent state before fixed-length slices: it needs "
+            f"buffer.unit='episode' and a buffer.slice_len (got unit={buf.unit!r}, slice_len={buf.slice_len!r})"
+        )
+    check_run = getattr(policy_cls, "check_run_config", None)  # the policy's own cross-section rules
+    if callable(check_run):
+        check_run(config)
     _check_multi_agent(config)
 
     beta = getattr(config.policy, "priority_beta_start", None)
@@ -135,15 +157,21 @@ def _check(config: MainConfig) -> None:
 
     per_iteration = config.train.rollout_steps * config.env.num_envs * config.env.num_workers
     on_policy = config.buffer.type == "rollout"
-    if config.engine == "asyncrl" and on_policy:
+    if config.engine == "asyncrl" and on_policy and not getattr(policy_cls, "corrects_policy_lag", False):
         raise ValueError(
-            "engine 'asyncrl' trains off-policy from a replay buffer, but buffer.type is 'rollout'; "
-            "use buffer.type=replay (SAC, DQN) or engine=syncrl (PPO)"
+            f"engine 'asyncrl' with buffer.type 'rollout' trains on data acted with stale weights, which policy "
+            f"{config.policy.type!r} does not correct for; use policy.type=appo or impala (V-trace), "
+            "buffer.type=replay (SAC, DQN) or engine=syncrl (PPO)"
         )
-    if config.cluster.inference == "env_workers" and config.engine == "asyncrl":
+    if (
+        config.cluster.inference == "env_workers"
+        and config.engine == "asyncrl"
+        and not getattr(policy_cls, "corrects_policy_lag", False)
+    ):
         raise ValueError(
             "cluster.inference='env_workers' runs whole rollouts inside the env workers, which the syncrl engine "
-            "drives; engine 'asyncrl' steps the envs one step at a time and needs cluster.inference='eval_workers'"
+            "drives; engine 'asyncrl' steps the envs one step at a time and needs cluster.inference='eval_workers' "
+            "(except for policies that correct for stale weights: appo, impala)"
         )
     if on_policy:
         if config.buffer.sampler != "all" and config.train.batch_size > per_iteration:

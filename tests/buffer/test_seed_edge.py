@@ -122,3 +122,26 @@ def test_buffer_view_is_read_only_through_rows_and_slices():
     assert src["a"].tolist() == [0, 1, 2, 3, 4] and (src["obs"] == 1).all()
     with pytest.raises(TypeError, match=r"read-only"):
         view["a"] = torch.zeros(5)
+
+
+@pytest.mark.parametrize("num_envs", [None, 3])
+def test_long_episodes_through_per_step_adds_keep_every_step(num_envs):
+    """Episodes longer than the open-episode tail's first allocations (16, 32 steps) come out whole and in order."""
+    st = Storage(1000, env_meta_list=[EnvMeta("long", gym.spaces.Discrete(2), BOX, num_envs)])
+    n = num_envs or 1
+    lengths = [5, 71, 40, 130]  # sub-env 0's episodes; the others end one step later each
+    ends = np.cumsum(lengths)
+    for k in range(int(ends[-1]) + n + 1):
+        done = np.array([k - j in ends for j in range(n)])
+        obs = np.stack([np.full(4, 1000 * j + k, np.float32) for j in range(n)])
+        ret = EnvRet("long", obs, np.ones(n, np.float32), done, np.zeros(n, bool))
+        if num_envs is None:
+            ret = EnvRet("long", obs[0], 1.0, bool(done[0]), False)
+        st.add_transition(ret, PolicyResponse("long", action=np.zeros(n, np.int64) if num_envs else 0))
+    data = st.get_data()
+    # sub-env j's transitions: every step before its last end, but the reset steps (an end's EnvRet starts none)
+    expected = [[k for k in range(int(ends[-1]) + j) if k - j not in ends] for j in range(n)]
+    assert len(data) == sum(map(len, expected))
+    for j in range(n):
+        mine = data["obs"][:, 0][(data["obs"][:, 0] // 1000) == j] - 1000 * j
+        assert mine.tolist() == expected[j]  # whole, in order

@@ -41,9 +41,9 @@ def test_batch_larger_than_replay_capacity():
         validate_config(cfg)
 
 
-def test_async_engine_needs_replay_buffer():
+def test_async_engine_needs_replay_buffer_or_a_lag_correcting_policy():
     cfg = apply_overrides(load_preset("cartpole_ppo"), ["engine=asyncrl"])
-    with pytest.raises(ValueError, match="engine 'asyncrl' trains off-policy from a replay buffer"):
+    with pytest.raises(ValueError, match="engine 'asyncrl' with buffer.type 'rollout' .* 'ppo' does not correct"):
         validate_config(cfg)
 
 

@@ -109,7 +109,7 @@ def test_build_encoder_picks_from_the_space():
     assert isinstance(build_encoder(spaces.Box(0, 255, (10, 10, 4), np.uint8), cnn="impala"), ImpalaCNN)
     vec = build_encoder(spaces.Box(-1.0, 1.0, (4,), np.float32), normalize=True)
     assert isinstance(vec, ObsEncoder) and vec.dim == 4
-    with pytest.raises(ValueError, match="unknown cnn 'resnet'; valid: 'nature', 'impala'"):
+    with pytest.raises(ValueError, match="unknown cnn 'resnet'; valid: 'nature', 'impala', 'minatar'"):
         build_encoder(spaces.Box(0, 255, (84, 84, 4), np.uint8), cnn="resnet")
     with pytest.raises(ValueError, match="observation normalisation is for vector observations"):
         build_encoder(spaces.Box(0, 255, (84, 84, 4), np.uint8), normalize=True)

@@ -20,15 +20,19 @@ def test_mlp_shapes_and_zero_biases():
 def test_obs_dim_of_box_and_discrete_and_rejects_others():
     assert obs_dim(gym.spaces.Box(0, 1, (2, 3)), "p") == 6
     assert obs_dim(gym.spaces.Discrete(5), "p") == 5
-    with pytest.raises(ValueError, match="policy 'p' supports Box or Discrete observation spaces, got Tuple"):
-        obs_dim(gym.spaces.Tuple((gym.spaces.Discrete(2),)), "p")
+    assert obs_dim(gym.spaces.MultiDiscrete([2, 3]), "p") == 5 and obs_dim(gym.spaces.MultiBinary((2, 2)), "p") == 4
+    with pytest.raises(ValueError, match="policy 'p' encodes Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple"):
+        obs_dim(gym.spaces.Tuple((gym.spaces.Discrete(2),)), "p")  # build_encoder gives Tuples a DictEncoder
 
 
 def test_action_kind():
     assert action_kind(gym.spaces.Discrete(2), "p", ("discrete",)) == "discrete"
     assert action_kind(gym.spaces.Box(-1, 1, (2,)), "p", ("discrete", "continuous")) == "continuous"
+    assert action_kind(gym.spaces.MultiBinary(2), "p", ("multi_binary",)) == "multi_binary"
     with pytest.raises(ValueError, match=r"policy 'p' needs a discrete \(Discrete\) action space, got continuous"):
         action_kind(gym.spaces.Box(-1, 1, (2,)), "p", ("discrete",))
+    with pytest.raises(ValueError, match=r"needs a discrete \(Discrete\) action space, got multi_discrete"):
+        action_kind(gym.spaces.MultiDiscrete([2]), "p", ("discrete",))
 
 
 def test_running_mean_std_matches_numpy_over_batches():

@@ -60,8 +60,8 @@ def test_continuous_actions_are_clipped_and_raw_sample_is_kept():
 @pytest.mark.parametrize(
     ("space", "match"),
     [
-        (gym.spaces.MultiBinary(3), "policy 'ppo' supports Discrete or 1-D Box action spaces, got MultiBinary"),
-        (gym.spaces.Box(-1, 1, (2, 2)), r"policy 'ppo' supports Discrete or 1-D Box action spaces, got Box"),
+        (gym.spaces.Tuple((gym.spaces.Discrete(2),)), "policy 'ppo' supports Discrete, MultiDiscrete, MultiBinary"),
+        (gym.spaces.Box(-1, 1, (2, 2)), r"policy 'ppo' supports Discrete, MultiDiscrete, MultiBinary, 1-D Box .*Box"),
     ],
 )
 def test_unsupported_action_spaces_are_named(space, match):
@@ -71,8 +71,8 @@ def test_unsupported_action_spaces_are_named(space, match):
 
 
 def test_unsupported_observation_space_is_named():
-    meta = EnvMeta("e", gym.spaces.Discrete(2), gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), 1)
-    with pytest.raises(ValueError, match="policy 'ppo' supports Box or Discrete observation spaces, got Dict"):
+    meta = EnvMeta("e", gym.spaces.Discrete(2), gym.spaces.Dict({"a": gym.spaces.Text(3)}), 1)
+    with pytest.raises(ValueError, match="observation entry 'a' of Dict space: .* Tuple observation spaces, got Text"):
         make(meta)
 
 

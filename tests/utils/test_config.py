@@ -147,9 +147,12 @@ def test_policy_type_selects_the_algorithms_config_class():
         ),
         (
             {"type": "sac", "clip_coef": 0.1},
-            r"unknown SACConfig key 'clip_coef'\. \('clip_coef' is a setting of policy.type 'ppo'",
+            r"unknown SACConfig key 'clip_coef'\. \('clip_coef' is a setting of policy.type 'appo', 'ppo'",
         ),
-        ({"type": "ppo2"}, r"policy\.type: unknown policy 'ppo2'\. Did you mean 'ppo'\?.*Registered policy names"),
+        (
+            {"type": "ppo2"},
+            r"policy\.type: unknown policy 'ppo2'\. Did you mean 'ppo', 'appo'\?.*Registered policy names",
+        ),
         ({"type": "sac", "tau": 0}, r"policy\.tau: Input should be greater than 0 \(got 0\)"),
     ],
 )

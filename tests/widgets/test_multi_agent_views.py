@@ -1,9 +1,10 @@
 """Per-agent returns in the EpisodeTable view and on the dashboard (multi-agent runs)."""
 
-from rlightning.buffer.utils.episode_table import EpisodeTable
-from rlightning.env.utils.stats import GroupStats
 from rlightning.widgets.dashboard import agent_returns_html
 from rlightning.widgets.episode_table import EpisodeTableWidget, episode_table_state
+
+from rlightning.buffer.utils.episode_table import EpisodeTable
+from rlightning.env.utils.stats import GroupStats
 
 
 def table():

@@ -56,6 +56,13 @@ class Chunk:
     def __post_init__(self) -> None:
         if not self.stride:
             self.stride = self.t
+        self._rows: Optional[Dict[str, torch.Tensor]] = None
+
+    def row_views(self) -> Dict[str, torch.Tensor]:
+        """Each stored key as a ``[N, stride, ...]`` view (made once: the tail writes through them every step)."""
+        if self._rows is None or self._rows.keys() != self.data.keys():
+            self._rows = {k: v.view((self.n, self.stride) + tuple(v.shape[1:])) for k, v in self.data.items()}
+        return self._rows
 
     def cols(self, x: torch.Tensor) -> torch.Tensor:
         """The used columns of a ``[N, stride]`` tensor."""
@@ -314,6 +321,7 @@ class OpenEpisodes:
             oc = max(0, need - chunk.t0)
             kc = chunk.t - oc
         total = kt + kc
+        kept_t0 = tail.t0 + ot if tail is not None else 0  # env step of the first tail column kept
         if (
             tail is None
             or total > tail.stride
@@ -322,8 +330,7 @@ class OpenEpisodes:
             stride = max(16, 2 * total)
             tail = self._alloc(chunk if chunk is not None else tail, stride, tail, ot, kt)
         elif tail.col0 + ot + kt + kc > tail.stride:  # no room after the used columns: move them to the front
-            for v in tail.data.values():
-                v3 = v.view((self.n, tail.stride) + tuple(v.shape[1:]))
+            for v3 in tail.row_views().values():
                 v3[:, :kt] = v3[:, tail.col0 + ot : tail.col0 + ot + kt].clone()
             for name in ("kept", "done", "boot"):
                 x = getattr(tail, name)
@@ -332,13 +339,23 @@ class OpenEpisodes:
             tail.col0 = 0
         else:
             tail.col0 += ot
-        tail.t0 = (tail.t0 + ot) if kt else (chunk.t0 + oc if chunk is not None else need)
+        # (a reallocated tail starts at column 0 with its own t0: the kept columns keep their env steps)
+        tail.t0 = kept_t0 if kt else (chunk.t0 + oc if chunk is not None else need)
         tail.t = kt
-        if kc:
+        if kc == 1 and chunk.t == 1:  # a per-step record ([N]): one column, written row-wise
             a = tail.col0 + kt
-            for k, v in tail.data.items():
-                v3 = v.view((self.n, tail.stride) + tuple(v.shape[1:]))
-                src = chunk.data[k].reshape((self.n, chunk.t) + tuple(v.shape[1:]))
+            data = chunk.data
+            for k, v3 in tail.row_views().items():
+                v3[:, a] = data[k]
+            tail.kept[:, a] = chunk.kept[:, 0]
+            tail.done[:, a] = chunk.done[:, 0]
+            if tail.boot is not None:
+                tail.boot[:, a] = chunk.boot[:, 0] if chunk.boot is not None else 0.0
+            tail.t = kt + 1
+        elif kc:
+            a = tail.col0 + kt
+            for k, v3 in tail.row_views().items():
+                src = chunk.data[k].reshape((self.n, chunk.t) + tuple(v3.shape[2:]))
                 v3[:, a : a + kc] = src[:, oc:]
             tail.kept[:, a : a + kc] = chunk.kept[:, oc:]
             tail.done[:, a : a + kc] = chunk.done[:, oc:]

@@ -84,6 +84,7 @@ class Storage:
         auto_truncate_episode: End episodes on ``last_terminated`` / ``last_truncated``.
         sampler: ``uniform``, ``all``, ``batch`` or ``prioritized``.
         slice_len: Episode unit: sample slices of this many steps (None: whole episodes).
+        burn_in: Episode unit with ``slice_len``: also this many steps before each slice, flagged ``burn_in``.
         nan_guard: A NaN or inf in an observation or reward: ``raise``, ``drop`` the episode, or ``warn``.
         priority_alpha: Prioritized sampler exponent.
         priority_beta: Prioritized sampler importance-weight exponent.
@@ -109,6 +110,7 @@ class Storage:
         *,
         sampler: str = "uniform",
         slice_len: Optional[int] = None,
+        burn_in: int = 0,
         nan_guard: Literal["raise", "drop", "warn"] = "raise",
         priority_alpha: float = 0.6,
         priority_beta: float = 0.4,
@@ -127,6 +129,13 @@ class Storage:
         _check_choice("nan_guard", nan_guard, _NAN_GUARDS)
         if slice_len is not None and (not isinstance(slice_len, (int, np.integer)) or slice_len < 1):
             raise ValueError(f"Storage slice_len must be None or a positive integer, got {slice_len!r}")
+        if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or burn_in < 0:
+            raise ValueError(f"Storage burn_in must be an integer >= 0, got {burn_in!r}")
+        if burn_in and (unit != "episode" or slice_len is None):
+            raise ValueError(
+                f"Storage burn_in={burn_in} warms up a state before fixed-length slices: it needs unit='episode' "
+                f"and a slice_len (got unit={unit!r}, slice_len={slice_len!r})"
+            )
         for name, fn in (("obs_preprocessor", obs_preprocessor), ("reward_preprocessor", reward_preprocessor)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"Storage {name} must be a callable on a batch (or None), got {type(fn).__name__}")
@@ -152,7 +161,7 @@ class Storage:
         self.timer = OpTimer()
         on_write = self.sampler.on_write if self.sampler.name == "prioritized" else None
         self.writer = RecordWriter(self.store, unit, mode, self.postprocess_fn, on_write, self.timer)
-        self.reader = StorageReader(self.store, self.sampler, unit, slice_len, generator, self.timer)
+        self.reader = StorageReader(self.store, self.sampler, unit, slice_len, generator, self.timer, int(burn_in))
         self.checks = StepChecker(env_meta_list or [], nan_guard)
         pipeline = dict(
             preprocess_fn=preprocess_fn or default_preprocess_fn,

@@ -27,13 +27,17 @@ class StorageReader:
         slice_len: Episode unit: sample slices of this many steps (None: whole episodes).
         generator: Generator of the slice offsets.
         timer: Timings of the reads.
+        burn_in: Episode unit with ``slice_len``: steps before each slice (``burn_in`` key of a batch).
     """
 
-    def __init__(self, store: Any, sampler: Any, unit: str, slice_len: Optional[int], generator, timer) -> None:
+    def __init__(
+        self, store: Any, sampler: Any, unit: str, slice_len: Optional[int], generator, timer, burn_in: int = 0
+    ) -> None:
         self.store = store
         self.sampler = sampler
         self.unit = unit
         self.slice_len = slice_len
+        self.burn_in = int(burn_in)  # steps before each slice, to warm up a recurrent state
         self.capacity = store.capacity
         self.device = store.ring.device
         self._generator = generator
@@ -60,7 +64,7 @@ class StorageReader:
     def _gather(self, idx: torch.Tensor) -> Dict[str, torch.Tensor]:
         if self.unit == "transition":
             return self.store.gather(idx)
-        return self.store.gather(idx, self.slice_len, self._generator)
+        return self.store.gather(idx, self.slice_len, self._generator, self.burn_in)
 
     def sample(self, batch_size: int) -> TensorDict:
         """Draw one batch with the storage's sampler.

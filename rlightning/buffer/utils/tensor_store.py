@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from rlightning.buffer.utils.sequences import episode_windows
+
 __all__ = ["RowRing", "TransitionStore", "EpisodeStore", "as_tensor_dict", "pack_tensordicts", "unpack_tensordicts"]
 
 Spec = Dict[str, Tuple[Tuple[int, ...], torch.dtype]]
@@ -378,36 +380,37 @@ class EpisodeStore:
         return torch.from_numpy(slots)
 
     def episode_rows(
-        self, slots: torch.Tensor, slice_len: Optional[int] = None, generator: Optional[torch.Generator] = None
+        self,
+        slots: torch.Tensor,
+        slice_len: Optional[int] = None,
+        generator: Optional[torch.Generator] = None,
+        burn_in: int = 0,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Row indices ``[B, L]`` and mask ``[B, L]`` of whole episodes or random fixed-length slices.
 
-        Padded steps repeat the episode's last row and are False in the mask.
+        Padded steps repeat the episode's last row and are False in the mask. With ``burn_in`` the windows
+        start up to that many steps before their slices (see `rlightning.buffer.utils.sequences`).
         """
         s = slots.cpu().numpy()
         start = torch.from_numpy(self.ep_start[s])
         length = torch.from_numpy(self.ep_len[s])
-        if slice_len is None:
-            width = int(length.max()) if length.numel() else 0
-            offset = torch.zeros_like(length)
-        else:
-            width = int(slice_len)
-            room = (length - width).clamp(min=0)
-            offset = (torch.rand(length.shape, generator=generator, dtype=torch.float64) * (room + 1)).long()
-            offset = torch.minimum(offset, room)
-        steps = torch.arange(width).unsqueeze(0) + offset.unsqueeze(1)
-        mask = steps < length.unsqueeze(1)
-        steps = torch.minimum(steps, (length - 1).clamp(min=0).unsqueeze(1))
-        rows = (start.unsqueeze(1) + steps) % self.ring.rows
+        rows, mask, _ = episode_windows(start, length, self.ring.rows, slice_len, burn_in, generator)
         return rows, mask
 
-    def gather(self, slots: torch.Tensor, slice_len: Optional[int] = None, generator=None) -> Dict[str, torch.Tensor]:
-        """Episodes at ``slots`` as ``[B, L, ...]`` tensors plus ``mask``."""
-        rows, mask = self.episode_rows(slots, slice_len, generator)
+    def gather(
+        self, slots: torch.Tensor, slice_len: Optional[int] = None, generator=None, burn_in: int = 0
+    ) -> Dict[str, torch.Tensor]:
+        """Episodes at ``slots`` as ``[B, L, ...]`` tensors plus ``mask`` (and ``burn_in`` with a burn-in)."""
+        s = slots.cpu().numpy()
+        start = torch.from_numpy(self.ep_start[s])
+        length = torch.from_numpy(self.ep_len[s])
+        rows, mask, burn = episode_windows(start, length, self.ring.rows, slice_len, burn_in, generator)
         b, w = rows.shape
         flat = self.ring.gather(rows.reshape(-1))
         out = {k: v.reshape((b, w) + tuple(v.shape[1:])) for k, v in flat.items()}
         out["mask"] = mask.to(self.ring.device)
+        if burn is not None:
+            out["burn_in"] = burn.to(self.ring.device)
         return out
 
     def ordered_rows(self) -> torch.Tensor:

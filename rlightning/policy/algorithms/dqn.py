@@ -28,7 +28,7 @@ from torch.nn import functional as F
 from rlightning.policy.algorithms.networks import Progress, action_kind, mlp, mlp_forward
 from rlightning.policy.algorithms.nstep import NSTEP_KEYS, NStepReturns
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
-from rlightning.policy.networks import build_encoder
+from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -206,7 +206,7 @@ class DQNPolicy(BasePolicy):
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Greedy actions, replaced by uniform ones with probability epsilon unless deterministic."""
-        q = self.q_values(torch.as_tensor(obs, device=self.device))
+        q = self.q_values(obs_to_tensor(obs, self.device))
         action = q.argmax(-1).cpu().numpy().astype(np.int64)
         if not deterministic:
             explore = self.np_rng.random(action.shape[0]) < self.epsilon
@@ -229,6 +229,7 @@ class DQNPolicy(BasePolicy):
             raise TypeError(f"dqn.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError("dqn.update_dataset called before construct_network(env_meta)")
+        data = nest_dotted_keys(data)  # dict observations sampled as "obs.<key>" columns
         cfg = self.config
         keys = set(data.keys())
         required = self.REQUIRED_KEYS + (NSTEP_KEYS if cfg.n_step > 1 else ())

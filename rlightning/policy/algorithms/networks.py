@@ -74,35 +74,58 @@ def space_name(space: Any) -> str:
 
 
 def obs_dim(space: Any, policy_name: str) -> int:
-    """Flat input size for an observation space (Box: flattened, Discrete: one-hot).
+    """Flat input size for a vector observation space.
+
+    Box: flattened; Discrete: one-hot; MultiDiscrete: one one-hot per entry, concatenated;
+    MultiBinary: its bits as floats.
 
     Raises:
-        ValueError: any other space.
+        ValueError: any other space (Dict and Tuple spaces go to `build_encoder`).
     """
     if isinstance(space, spaces.Box):
         return int(np.prod(space.shape)) if space.shape else 1
     if isinstance(space, spaces.Discrete):
         return int(space.n)
+    if isinstance(space, spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    if isinstance(space, spaces.MultiBinary):
+        return int(np.prod(space.shape))
     raise ValueError(
-        f"policy {policy_name!r} supports Box or Discrete observation spaces, got {space_name(space)}; "
-        "flatten it in the env (gymnasium.wrappers.FlattenObservation)"
+        f"policy {policy_name!r} encodes Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple observation "
+        f"spaces, got {space_name(space)}; convert it in the env (an observation wrapper in env.wrappers)"
     )
 
 
+#: Action space kinds, as ``supported_action_spaces`` and `action_kind` name them.
+ACTION_KINDS = {
+    "discrete": "Discrete",
+    "multi_discrete": "MultiDiscrete",
+    "multi_binary": "MultiBinary",
+    "continuous": "1-D Box",
+}
+
+
 def action_kind(space: Any, policy_name: str, allowed: Tuple[str, ...]) -> str:
-    """``"discrete"`` or ``"continuous"`` for an action space, checked against what the policy supports.
+    """The kind of an action space (a key of `ACTION_KINDS`), checked against what the policy supports.
 
     Raises:
-        ValueError: the space is of a kind the policy does not support (named with the space).
+        ValueError: a space of no kind, or of a kind the policy does not support (named with the space).
     """
     if isinstance(space, spaces.Discrete):
         kind = "discrete"
+    elif isinstance(space, spaces.MultiDiscrete):
+        kind = "multi_discrete"
+    elif isinstance(space, spaces.MultiBinary):
+        kind = "multi_binary"
     elif isinstance(space, spaces.Box) and len(space.shape) == 1:
         kind = "continuous"
     else:
-        raise ValueError(f"policy {policy_name!r} supports Discrete or 1-D Box action spaces, got {space_name(space)}")
+        kind = None
+    if kind is None:
+        names = ", ".join(ACTION_KINDS[a] for a in allowed)
+        raise ValueError(f"policy {policy_name!r} supports {names} action spaces, got {space_name(space)}")
     if kind not in allowed:
-        need = " or ".join("a discrete (Discrete)" if a == "discrete" else "a continuous (Box)" for a in allowed)
+        need = " or ".join(f"a {a.replace('_', '-')} ({ACTION_KINDS[a].replace('1-D ', '')})" for a in allowed)
         raise ValueError(f"policy {policy_name!r} needs {need} action space, got {kind} {space_name(space)}")
     return kind
 
@@ -135,7 +158,7 @@ class ObsEncoder(nn.Module):
     """Turns raw observations into flat float32 features, optionally normalised.
 
     Args:
-        space: The observation space (Box or Discrete).
+        space: The observation space (Box, Discrete, MultiDiscrete or MultiBinary).
         normalize: Keep running mean/std statistics and normalise with them (Box only).
         clip: Clip normalised features to ``[-clip, clip]``.
     """
@@ -145,7 +168,14 @@ class ObsEncoder(nn.Module):
         self.dim = obs_dim(space, policy_name)
         self.discrete = isinstance(space, spaces.Discrete)
         self.start = int(space.start) if self.discrete else 0
-        self.normalize = bool(normalize) and not self.discrete
+        self.nvec = None
+        if isinstance(space, spaces.MultiDiscrete):
+            # one-hot per entry: entry i's value v lights column offset_i + v - start_i
+            nvec = np.asarray(space.nvec).reshape(-1)
+            offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]]) - np.asarray(space.start).reshape(-1)
+            self.nvec = tuple(int(v) for v in nvec)
+            self.register_buffer("offsets", torch.as_tensor(offsets, dtype=torch.long), persistent=False)
+        self.normalize = bool(normalize) and isinstance(space, spaces.Box)
         self.clip = float(clip)
         self.rms = RunningMeanStd((self.dim,)) if self.normalize else None
 
@@ -154,6 +184,9 @@ class ObsEncoder(nn.Module):
         if self.discrete:
             idx = obs.reshape(-1).long() - self.start
             return nn.functional.one_hot(idx, self.dim).float()
+        if self.nvec is not None:
+            idx = obs.reshape(obs.shape[0], len(self.nvec)).long() + self.offsets
+            return torch.zeros(obs.shape[0], self.dim, device=obs.device).scatter_(1, idx, 1.0)
         return obs.reshape(obs.shape[0], -1).float()
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:

@@ -1,29 +1,35 @@
 """PPO: clipped-objective actor-critic for discrete and continuous actions.
 
-Separate MLP actor and critic (orthogonal init), a Categorical head for
-``Discrete`` actions and a Gaussian head with a state-independent log std for
-``Box`` actions, optional running observation normalisation (kept in the
+An encoder chosen from the observation space (MLP features, a CNN for images,
+one per key of a Dict/Tuple; `build_encoder`) under separate MLP actor and
+critic heads (orthogonal init); the action head follows the action space
+(`ActionHead`): Categorical for ``Discrete``, one Categorical per entry for
+``MultiDiscrete``, Bernoulli bits for ``MultiBinary``, a Gaussian with a
+state-independent log std for ``Box``; optional running observation normalisation (kept in the
 policy, synced with the weights). Advantages and returns come from the
 buffer's GAE postprocess (``buffer_postprocess_fn``).
 
 Continuous responses carry ``action`` clipped to the Box bounds (what the env
 runs) and ``raw_action``, the unclipped sample the log-probability belongs to;
 ``train`` learns from ``raw_action`` when the dataset has it.
+
+With ``recurrent: lstm`` (or ``gru``) an LSTM/GRU core sits between the encoder and the heads; acting
+carries its state per env worker and training runs over sequences (`rlightning.policy.algorithms.recurrent_ppo`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Literal, Optional, Sequence
 
 import numpy as np
 import torch
 from pydantic import Field
-from torch import nn
-from torch.distributions import Categorical, Normal
 
-from rlightning.policy.algorithms.networks import action_kind, mlp, mlp_forward
+from rlightning.policy.algorithms.networks import mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy
-from rlightning.policy.networks import build_encoder
+from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
+from rlightning.policy.networks.heads import ActionHead, GaussianActor
+from rlightning.policy.networks.recurrent import RecurrentStreams, build_recurrent_core
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -54,19 +60,17 @@ class PPOConfig(PolicyConfig):
     """Normalise advantages per minibatch."""
     target_kl: Optional[float] = Field(None, gt=0)
     """Stop the epochs early when the approximate KL exceeds this."""
+    recurrent: Optional[Literal["lstm", "gru"]] = None
+    """A recurrent core between encoder and heads (``lstm`` or ``gru``; None: feed-forward). It trains on
+    sequences: set ``buffer.unit: episode``."""
+    recurrent_size: int = Field(128, ge=1)
+    """Hidden size of the recurrent core."""
+    recurrent_shared: bool = False
+    """One core for actor and critic (as CleanRL's ``ppo_atari_lstm``); False: one each (sb3-contrib's
+    ``RecurrentPPO`` default), so the value loss does not shape the actor's core."""
 
 
-class GaussianActor(nn.Module):
-    """Mean MLP with a state-independent log standard deviation."""
-
-    def __init__(self, in_dim: int, act_dim: int, hidden, activation: str) -> None:
-        super().__init__()
-        self.mean = mlp(in_dim, hidden, act_dim, activation, out_gain=0.01)
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
-
-    def forward(self, x: torch.Tensor) -> Normal:
-        mean = self.mean(x)
-        return Normal(mean, self.log_std.exp().expand_as(mean))
+__all__ = ["GaussianActor", "PPOConfig", "PPOPolicy"]
 
 
 @POLICIES.register("ppo")
@@ -81,7 +85,7 @@ class PPOPolicy(BasePolicy):
     config_cls = PPOConfig
     """The config class of ``policy.type: ppo``."""
 
-    supported_action_spaces = ("discrete", "continuous")
+    supported_action_spaces = ("discrete", "multi_discrete", "multi_binary", "continuous")
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     REQUIRED_KEYS = ("obs", "log_prob", "value", "advantage", "return")
@@ -93,6 +97,31 @@ class PPOPolicy(BasePolicy):
 
         return make_gae_postprocess_fn(policy_cfg.gamma, policy_cfg.gae_lambda)
 
+    @classmethod
+    def check_run_config(cls, config: Any) -> None:
+        """Rules between ``policy`` and the other sections of a run's `MainConfig` (before any actor starts).
+
+        Raises:
+            ValueError: a recurrent policy with a transition buffer (it trains on sequences), or acting in
+                several eval workers (each env worker's state lives in the one worker that acts for it).
+        """
+        kind = getattr(config.policy, "recurrent", None)
+        if kind is None:
+            return
+        if config.buffer.unit != "episode":
+            raise ValueError(
+                f"policy.recurrent={kind!r} trains on sequences (pieces of episodes): set buffer.unit to 'episode' "
+                f"(got {config.buffer.unit!r})"
+            )
+        cluster = config.cluster
+        acting_eval = cluster.inference == "eval_workers" or config.engine == "eval"
+        if acting_eval and cluster.eval_worker_num > 1:
+            raise ValueError(
+                f"policy.recurrent={kind!r} carries each env worker's state in the worker that acts for it, but "
+                f"cluster.eval_worker_num={cluster.eval_worker_num} eval workers share the env workers' steps; use "
+                "cluster.eval_worker_num=1 or cluster.inference='env_workers' (every env worker acts itself)"
+            )
+
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build encoder, actor and critic for the env's spaces.
 
@@ -102,23 +131,21 @@ class PPOPolicy(BasePolicy):
         self.env_meta = check_env_meta(env_meta, "ppo")
         cfg = self.config
         act_space = env_meta.action_space
-        self.kind = action_kind(act_space, "ppo", ("discrete", "continuous"))
+        self.head = ActionHead(act_space, "ppo", self.supported_action_spaces)
+        self.kind = self.head.kind
+        self.action_start = self.head.start if self.kind == "discrete" else 0
         self.encoder = self.register_module(
             "encoder",
             build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="ppo"),
         )
         dim = self.encoder.dim
-        if self.kind == "discrete":
-            self.action_start = int(act_space.start)
-            self.actor = self.register_module(
-                "actor", mlp(dim, cfg.hidden_sizes, int(act_space.n), cfg.activation, out_gain=0.01)
-            )
-        else:
-            self.action_low = act_space.low.astype(np.float32)
-            self.action_high = act_space.high.astype(np.float32)
-            self.actor = self.register_module(
-                "actor", GaussianActor(dim, int(act_space.shape[0]), cfg.hidden_sizes, cfg.activation)
-            )
+        self.core = None
+        if getattr(cfg, "recurrent", None) is not None:  # subclasses' configs (A2C) may have no recurrent field
+            core = build_recurrent_core(cfg.recurrent, dim, cfg.recurrent_size, shared=cfg.recurrent_shared)
+            self.core = self.register_module("core", core)
+            self.streams = RecurrentStreams(self.core)
+            dim = self.core.dim
+        self.actor = self.register_module("actor", self.head.build_actor(dim, cfg.hidden_sizes, cfg.activation))
         self.critic = self.register_module("critic", mlp(dim, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0))
         self._anneal_warned = False
 
@@ -129,21 +156,40 @@ class PPOPolicy(BasePolicy):
 
     # ------------------------------------------------------------------ acting
 
+    @property
+    def stateful_acting(self) -> bool:
+        """True with a recurrent core: acting needs the EnvRets (env ids, episode starts), not only observations."""
+        return getattr(self, "core", None) is not None
+
+    def _rollout_batched(self, env_rets: Sequence[Any]):
+        # A recurrent policy reads each EnvRet's env id and episode starts around compute_actions.
+        if getattr(self, "core", None) is None or not env_rets:
+            return super()._rollout_batched(env_rets)
+        self.streams.begin(env_rets, self.deterministic, self.device)  # per thread (an async eval worker's calls)
+        try:
+            return super()._rollout_batched(env_rets)
+        finally:
+            self.streams.abandon()  # nothing pending after a commit; after a failure the streams stay as they were
+
     def _dist(self, x: torch.Tensor):
-        if self.kind == "discrete":
-            return Categorical(logits=self.actor(x))
-        return self.actor(x)
+        return self.head.distribution(self.actor(x))
 
     def _log_prob_entropy(self, dist, action: torch.Tensor):
-        if self.kind == "discrete":
-            return dist.log_prob(action), dist.entropy()
-        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+        return self.head.log_prob_entropy(dist, action)
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
-        """Sample (or take the mode of) the action distribution; also ``log_prob`` and ``value``."""
-        x = self.encoder(torch.as_tensor(obs, device=self.device))
-        value = mlp_forward(self.critic, x).squeeze(-1)
+        """Sample (or take the mode of) the action distribution; also ``log_prob`` and ``value``.
+
+        With a recurrent core the outputs also hold the state the step acted from (``recurrent_h``, and
+        ``recurrent_c`` for an LSTM) and ``is_init``; called through ``rollout_batch`` (the EnvRets) the state
+        carries over per env worker, called directly every call starts from a zero state.
+        """
+        x = self.encoder(obs_to_tensor(obs, self.device))
+        recurrent, x_vf = None, x
+        if getattr(self, "core", None) is not None:
+            x, x_vf, recurrent = self._core_step(x)
+        value = mlp_forward(self.critic, x_vf).squeeze(-1)
         if self.kind == "discrete":
             # The categorical distribution by hand: building a torch Categorical per step (argument
             # checks, a second normalisation) cost as much as the two forward passes on CartPole.
@@ -155,22 +201,43 @@ class PPOPolicy(BasePolicy):
                 flat = logp_all.exp().reshape(-1, logp_all.shape[-1])
                 sample = torch.multinomial(flat, 1, True).reshape(logp_all.shape[:-1])
             log_prob = logp_all.gather(-1, sample.unsqueeze(-1)).squeeze(-1)
-            return {
+            out = {
                 "log_prob": log_prob.float().cpu().numpy(),
                 "value": value.float().cpu().numpy(),
                 "action": (sample + self.action_start).to(torch.int64).cpu().numpy(),
             }
+            if recurrent is not None:
+                out.update(recurrent)
+            return out
         dist = self._dist(x)
-        sample = dist.mean if deterministic else dist.sample()
+        sample = self.head.mode(dist) if deterministic else dist.sample()
         log_prob, _ = self._log_prob_entropy(dist, sample)
         out = {
             "log_prob": log_prob.float().cpu().numpy(),
             "value": value.float().cpu().numpy(),
+            "action": self.head.to_env(sample),
         }
-        raw = sample.float().cpu().numpy()
-        out["action"] = np.clip(raw, self.action_low, self.action_high).astype(np.float32)
-        out["raw_action"] = raw
+        if self.kind == "continuous":
+            out["raw_action"] = sample.float().cpu().numpy()
+        if recurrent is not None:
+            out.update(recurrent)
         return out
+
+    def _core_step(self, x: torch.Tensor):
+        """One core step on features ``x``; the state before it (and ``is_init``) as numpy record extras."""
+        acting = self.streams.current()
+        if acting is not None and acting[1].shape[0] == x.shape[0]:
+            state, is_init = acting
+        else:  # a direct call: no env to carry a state for
+            acting = None
+            state, is_init = self.core.initial_state(x.shape[0], self.device), torch.ones(x.shape[0], dtype=torch.bool)
+        y, new_state = self.core.step(x, state, is_init.to(self.device))
+        if acting is not None:
+            self.streams.commit(new_state)
+        extras = {k: state[k].float().cpu().numpy() for k in self.core.state_keys}
+        extras["is_init"] = is_init.cpu().numpy().astype(bool)
+        y_pi, y_vf = y if isinstance(y, tuple) else (y, y)
+        return y_pi, y_vf, extras
 
     # ------------------------------------------------------------------ learning
 
@@ -188,8 +255,14 @@ class PPOPolicy(BasePolicy):
             raise TypeError(f"ppo.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError("ppo.update_dataset called before construct_network(env_meta)")
+        data = nest_dotted_keys(data)  # dict observations sampled as "obs.<key>" columns
         keys = set(data.keys())
         act_key = "raw_action" if self.kind == "continuous" and "raw_action" in keys else "action"
+        if self.core is not None:
+            from rlightning.policy.algorithms.recurrent_ppo import sequence_dataset
+
+            self.dataset = sequence_dataset(self, data, act_key)
+            return
         required = (*self.REQUIRED_KEYS, act_key)
         missing = [k for k in required if k not in keys]
         if missing:
@@ -206,7 +279,7 @@ class PPOPolicy(BasePolicy):
         for k in ("log_prob", "value", "advantage", "return"):
             ds[k] = ds[k].reshape(n).float()
         action = ds.pop(act_key)
-        ds["action"] = (action.reshape(n).long() - self.action_start) if self.kind == "discrete" else action.float()
+        ds["action"] = self.head.from_record(action, n)
         self.dataset = ds
 
     def _current_lr(self) -> float:
@@ -238,7 +311,7 @@ class PPOPolicy(BasePolicy):
         for group in opt.param_groups:
             group["lr"] = lr
         params = self.get_trainable_parameters()
-        n = ds["obs"].shape[0]
+        n = ds["obs"].shape[0]  # transitions, or sequences with a recurrent core
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
         steps = 0
         for _ in range(cfg.update_epochs):
@@ -252,18 +325,29 @@ class PPOPolicy(BasePolicy):
                 steps += 1
             if cfg.target_kl is not None and self.allreduce_mean(epoch_kl / epoch_steps) > cfg.target_kl:
                 break
+        seen = ds["mask"] if "mask" in ds else None  # sequences: the unpadded steps
         if self.encoder.normalize:
-            self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
+            obs = ds["obs"] if seen is None else ds["obs"][seen]
+            self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(obs)))
         self.update_count += steps
         self.train_calls += 1
         metrics = {k: v / steps for k, v in sums.items()}
-        metrics["explained_variance"] = _explained_variance(ds["value"], ds["return"])
+        if seen is None:
+            metrics["explained_variance"] = _explained_variance(ds["value"], ds["return"])
+        else:
+            metrics["explained_variance"] = _explained_variance(ds["value"][seen], ds["return"][seen])
         metrics["lr"] = lr
         self._last_metrics = metrics
         return metrics
 
     def _minibatch_update(self, ds: Dict[str, torch.Tensor], idx: torch.Tensor, opt, params) -> Dict[str, float]:
         cfg = self.config
+        if self.core is not None:
+            from rlightning.policy.algorithms.recurrent_ppo import sequence_losses
+
+            out = sequence_losses(self, ds, idx)
+            self.apply_gradients(out.pop("loss"), opt, params, cfg.optim.max_grad_norm)
+            return {k: float(v) for k, v in out.items()}
         x = self.encoder(ds["obs"][idx])
         new_logp, entropy = self._log_prob_entropy(self._dist(x), ds["action"][idx])
         new_value = self.critic(x).squeeze(-1)

@@ -1,7 +1,10 @@
 """SAC: soft actor-critic for continuous (Box) actions.
 
 A tanh-squashed Gaussian actor rescaled to the Box bounds, twin Q networks
-with Polyak-averaged target copies, and automatic entropy tuning. Eval
+with Polyak-averaged target copies, and automatic entropy tuning. The encoder
+follows the observation space (`build_encoder`: MLP features, a CNN, a Dict
+encoder); a trainable one learns from the critic loss, the actor reads its
+features detached (as in SAC-AE and DrQ). Eval
 workers build only the encoder and the actor (what weight sync sends).
 """
 
@@ -14,10 +17,19 @@ import numpy as np
 import torch
 from pydantic import Field
 from torch import nn
-from torch.nn import functional as F
 
-from rlightning.policy.algorithms.networks import ObsEncoder, action_kind, mlp
+from rlightning.policy.algorithms.networks import action_kind, mlp
+from rlightning.policy.algorithms.twin_critic import (
+    REPLAY_KEYS,
+    build_twin_critics,
+    critic_parameters,
+    min_target_q,
+    polyak_update,
+    replay_dataset,
+    twin_critic_loss,
+)
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
+from rlightning.policy.networks import build_encoder, obs_to_tensor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -69,17 +81,6 @@ class SquashedGaussianActor(nn.Module):
         return y * self.scale + self.bias, log_prob
 
 
-class QNetwork(nn.Module):
-    """Q(s, a) as an MLP over the concatenated features and action."""
-
-    def __init__(self, in_dim: int, act_dim: int, hidden, activation: str) -> None:
-        super().__init__()
-        self.net = mlp(in_dim + act_dim, hidden, 1, activation, out_gain=1.0)
-
-    def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([x, action], dim=-1)).squeeze(-1)
-
-
 class LogAlpha(nn.Module):
     """The learnable log entropy temperature."""
 
@@ -103,7 +104,7 @@ class SACPolicy(BasePolicy):
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     sync_module_names = ("encoder", "actor")
-    REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
+    REQUIRED_KEYS = REPLAY_KEYS
 
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build the actor (all workers) and the critics and temperature (train workers).
@@ -117,7 +118,8 @@ class SACPolicy(BasePolicy):
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
             raise ValueError(f"policy 'sac' needs finite action bounds to squash into, got {space!r}")
         self.encoder = self.register_module(
-            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="sac")
+            "encoder",
+            build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="sac"),
         )
         low, high = space.low.astype(np.float32), space.high.astype(np.float32)
         self.actor = self.register_module(
@@ -127,20 +129,14 @@ class SACPolicy(BasePolicy):
         self.target_entropy = float(cfg.target_entropy) if cfg.target_entropy is not None else -float(self.act_dim)
         if self.role_type is not PolicyRole.TRAIN:
             return
-        for name in ("qf1", "qf2"):
-            q = self.register_module(name, QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation))
-            target = self.register_module(
-                f"{name}_target", QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation)
-            )
-            target.load_state_dict(q.state_dict())
-            target.requires_grad_(False)
+        build_twin_critics(self, self.encoder.dim, self.act_dim)
         self.log_alpha = self.register_module("log_alpha", LogAlpha(cfg.alpha))
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Actor, critic (``q_lr``) and temperature optimizers."""
         q_lr = self.config.q_lr or optim_cfg.lr
         self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters()))
-        critic = list(self.modules["qf1"].parameters()) + list(self.modules["qf2"].parameters())
+        critic = critic_parameters(self.modules, self.encoder)
         self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=q_lr))
         if self.config.autotune_alpha:
             self.register_optimizer("alpha", build_optimizer(optim_cfg, self.log_alpha.parameters(), lr=q_lr))
@@ -148,34 +144,17 @@ class SACPolicy(BasePolicy):
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Squashed Gaussian sample (or its mean) in the action Box."""
-        action, _ = self.actor(self.encoder(torch.as_tensor(obs, device=self.device)), deterministic)
+        action, _ = self.actor(self.encoder(obs_to_tensor(obs, self.device)), deterministic)
         return {"action": action.float().cpu().numpy()}
 
     def update_dataset(self, data: Any) -> None:
-        """Take a sampled batch for the next ``train()``.
+        """Take a sampled batch for the next ``train()`` (see `twin_critic.replay_dataset`).
 
         Raises:
             TypeError: ``data`` is not a TensorDict.
             KeyError: required keys are missing (listed with the keys present).
         """
-        from tensordict import TensorDictBase  # here, not at import: env workers acting with a copy never need it
-
-        if not isinstance(data, TensorDictBase):
-            raise TypeError(f"sac.update_dataset needs a TensorDict, got {type(data).__name__}")
-        if self.env_meta is None:
-            raise RuntimeError("sac.update_dataset called before construct_network(env_meta)")
-        missing = [k for k in self.REQUIRED_KEYS if k not in data.keys()]
-        if missing:
-            raise KeyError(f"sac.update_dataset: missing keys {missing}; got {sorted(data.keys())}")
-        flat = data.reshape(-1) if len(data.batch_size) > 1 else data
-        n = int(flat.batch_size.numel())
-        if n == 0:
-            raise ValueError("sac.update_dataset got an empty batch")
-        ds = {k: flat.get(k).to(self.device) for k in self.REQUIRED_KEYS}
-        ds["action"] = ds["action"].reshape(n, self.act_dim).float()
-        ds["reward"] = ds["reward"].reshape(n).float()
-        ds["terminated"] = ds["terminated"].reshape(n).float()
-        self.dataset = ds
+        self.dataset = replay_dataset(self, data, "sac")
 
     @property
     def alpha(self) -> float:
@@ -193,29 +172,23 @@ class SACPolicy(BasePolicy):
         if "critic" not in self._optimizers:
             raise RuntimeError("sac.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
-        qf1, qf2 = self.modules["qf1"], self.modules["qf2"]
         with torch.no_grad():
-            x, next_x = self.encoder(ds["obs"]), self.encoder(ds["next_obs"])
+            next_x = self.encoder(ds["next_obs"])
             next_action, next_logp = self.actor(next_x)
-            next_q = torch.min(
-                self.modules["qf1_target"](next_x, next_action), self.modules["qf2_target"](next_x, next_action)
-            )
+            next_q = min_target_q(self.modules, next_x, next_action)
             target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - self.alpha * next_logp)
-        q1, q2 = qf1(x, ds["action"]), qf2(x, ds["action"])
-        q_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
-        critic_params = list(qf1.parameters()) + list(qf2.parameters())
+        x = self.encoder(ds["obs"])  # a trainable encoder (a CNN) learns from the critic loss only
+        q_loss, q1 = twin_critic_loss(self.modules, x, ds["action"], target)
+        critic_params = critic_parameters(self.modules, self.encoder)
         self.apply_gradients(q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
         self.update_count += 1
         metrics = {"q_loss": q_loss.item(), "q_value": float(q1.mean().detach())}
         if self.update_count % cfg.policy_frequency == 0:
             for _ in range(cfg.policy_frequency):
-                metrics.update(self._actor_update(x))
+                metrics.update(self._actor_update(x.detach()))
         else:
             metrics.update({k: self._last_metrics.get(k, 0.0) for k in ("actor_loss", "alpha_loss")})
-        with torch.no_grad():
-            for name in ("qf1", "qf2"):
-                for p, tp in zip(self.modules[name].parameters(), self.modules[f"{name}_target"].parameters()):
-                    tp.lerp_(p, cfg.tau)
+        polyak_update(self.modules, ("qf1", "qf2"), cfg.tau)
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
         self.train_calls += 1

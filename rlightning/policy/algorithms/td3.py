@@ -1,7 +1,8 @@
 """TD3: twin delayed deep deterministic policy gradient for continuous (Box) actions.
 
 A deterministic actor (tanh, rescaled to the Box bounds) and twin Q networks with
-Polyak-averaged targets (Fujimoto et al., 2018):
+Polyak-averaged targets (Fujimoto et al., 2018), over an encoder chosen from the
+observation space (`build_encoder`; a trainable one learns from the critic loss):
 
 - the critic target takes the smaller of the two target critics;
 - target policy smoothing: the target action gets clipped Gaussian noise;
@@ -20,11 +21,19 @@ import numpy as np
 import torch
 from pydantic import Field
 from torch import nn
-from torch.nn import functional as F
 
-from rlightning.policy.algorithms.networks import ObsEncoder, Progress, action_kind, mlp
-from rlightning.policy.algorithms.sac import QNetwork
+from rlightning.policy.algorithms.networks import Progress, action_kind, mlp
+from rlightning.policy.algorithms.twin_critic import (
+    REPLAY_KEYS,
+    build_twin_critics,
+    critic_parameters,
+    min_target_q,
+    polyak_update,
+    replay_dataset,
+    twin_critic_loss,
+)
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
+from rlightning.policy.networks import batch_len, build_encoder, obs_to_tensor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -79,7 +88,7 @@ class TD3Policy(BasePolicy):
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     sync_module_names = ("encoder", "actor", "progress")
-    REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
+    REQUIRED_KEYS = REPLAY_KEYS
 
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build the actor (all workers), the critics and the targets (train workers).
@@ -95,7 +104,8 @@ class TD3Policy(BasePolicy):
         self.low, self.high = space.low.astype(np.float32), space.high.astype(np.float32)
         self.act_dim = int(self.low.shape[0])
         self.encoder = self.register_module(
-            "encoder", ObsEncoder(env_meta.observation_space, normalize=cfg.norm_obs, policy_name="td3")
+            "encoder",
+            build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="td3"),
         )
         make_actor = lambda: DeterministicActor(  # noqa: E731
             self.encoder.dim, self.low, self.high, cfg.hidden_sizes, cfg.activation
@@ -110,18 +120,12 @@ class TD3Policy(BasePolicy):
             return
         self.register_module("actor_target", make_actor()).load_state_dict(self.actor.state_dict())
         self.modules["actor_target"].requires_grad_(False)
-        for name in ("qf1", "qf2"):
-            q = self.register_module(name, QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation))
-            target = self.register_module(
-                f"{name}_target", QNetwork(self.encoder.dim, self.act_dim, cfg.hidden_sizes, cfg.activation)
-            )
-            target.load_state_dict(q.state_dict())
-            target.requires_grad_(False)
+        build_twin_critics(self, self.encoder.dim, self.act_dim)
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Actor and critic optimizers (``q_lr`` for the critics)."""
         self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters()))
-        critic = list(self.modules["qf1"].parameters()) + list(self.modules["qf2"].parameters())
+        critic = critic_parameters(self.modules, self.encoder)
         self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=self.config.q_lr))
 
     def set_env_steps(self, env_steps: int) -> None:
@@ -139,40 +143,23 @@ class TD3Policy(BasePolicy):
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """The actor's action, with Gaussian exploration noise (uniform in the first ``uniform_steps``)."""
-        n = obs.shape[0]
+        n = batch_len(obs)
         if not deterministic and self.schedule_steps < self.config.uniform_steps:
             return {"action": self.np_rng.uniform(self.low, self.high, (n, self.act_dim)).astype(np.float32)}
-        action = self.actor(self.encoder(torch.as_tensor(obs, device=self.device))).float().cpu().numpy()
+        action = self.actor(self.encoder(obs_to_tensor(obs, self.device))).float().cpu().numpy()
         if not deterministic and self.config.exploration_noise > 0:
             half = (self.high - self.low) / 2.0
             action = action + self.np_rng.normal(0.0, 1.0, action.shape) * self.config.exploration_noise * half
         return {"action": np.clip(action, self.low, self.high).astype(np.float32)}
 
     def update_dataset(self, data: Any) -> None:
-        """Take a sampled batch for the next ``train()``.
+        """Take a sampled batch for the next ``train()`` (see `twin_critic.replay_dataset`).
 
         Raises:
             TypeError: ``data`` is not a TensorDict.
             KeyError: required keys are missing (listed with the keys present).
         """
-        from tensordict import TensorDictBase  # here, not at import: env workers acting with a copy never need it
-
-        if not isinstance(data, TensorDictBase):
-            raise TypeError(f"td3.update_dataset needs a TensorDict, got {type(data).__name__}")
-        if self.env_meta is None:
-            raise RuntimeError("td3.update_dataset called before construct_network(env_meta)")
-        missing = [k for k in self.REQUIRED_KEYS if k not in data.keys()]
-        if missing:
-            raise KeyError(f"td3.update_dataset: missing keys {missing}; got {sorted(data.keys())}")
-        flat = data.reshape(-1) if len(data.batch_size) > 1 else data
-        n = int(flat.batch_size.numel())
-        if n == 0:
-            raise ValueError("td3.update_dataset got an empty batch")
-        ds = {k: flat.get(k).to(self.device) for k in self.REQUIRED_KEYS}
-        ds["action"] = ds["action"].reshape(n, self.act_dim).float()
-        ds["reward"] = ds["reward"].reshape(n).float()
-        ds["terminated"] = ds["terminated"].reshape(n).float()
-        self.dataset = ds
+        self.dataset = replay_dataset(self, data, "td3")
 
     def critic_target(self, reward: torch.Tensor, terminated: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
         """``r + gamma (1 - term) min_i Q_i'(s', clip(pi'(s') + clip(noise)))``."""
@@ -189,29 +176,22 @@ class TD3Policy(BasePolicy):
                 next_action = next_action + noise
             low, high = self.actor.bias - scale, self.actor.bias + scale
             next_action = torch.maximum(torch.minimum(next_action, high), low)
-            next_q = torch.min(
-                self.modules["qf1_target"](next_x, next_action), self.modules["qf2_target"](next_x, next_action)
-            )
+            next_q = min_target_q(self.modules, next_x, next_action)
             return reward + cfg.gamma * (1.0 - terminated) * next_q
 
     def critic_loss(self, ds: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """MSE of both critics against `critic_target`: ``loss``, ``q1``."""
         target = self.critic_target(ds["reward"], ds["terminated"], ds["next_obs"])
-        x = self.encoder(ds["obs"])
-        q1, q2 = self.modules["qf1"](x, ds["action"]), self.modules["qf2"](x, ds["action"])
-        return {"loss": F.mse_loss(q1, target) + F.mse_loss(q2, target), "q1": q1}
+        loss, q1 = twin_critic_loss(self.modules, self.encoder(ds["obs"]), ds["action"], target)
+        return {"loss": loss, "q1": q1}
 
     def actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
         """``-mean Q_1(s, pi(s))``."""
-        x = self.encoder(obs)
+        x = self.encoder(obs).detach()  # the encoder learns from the critic loss only
         return -self.modules["qf1"](x, self.actor(x)).mean()
 
     def _soft_update(self) -> None:
-        tau = self.config.tau
-        with torch.no_grad():
-            for name in ("actor", "qf1", "qf2"):
-                for p, tp in zip(self.modules[name].parameters(), self.modules[f"{name}_target"].parameters()):
-                    tp.lerp_(p, tau)
+        polyak_update(self.modules, ("actor", "qf1", "qf2"), self.config.tau)
 
     def train(self) -> Dict[str, float]:
         """One critic update; every ``policy_delay`` updates also the actor and the targets.
@@ -225,7 +205,7 @@ class TD3Policy(BasePolicy):
             raise RuntimeError("td3.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
         out = self.critic_loss(ds)
-        critic_params = list(self.modules["qf1"].parameters()) + list(self.modules["qf2"].parameters())
+        critic_params = critic_parameters(self.modules, self.encoder)
         self.apply_gradients(out["loss"], self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
         self.update_count += 1
         metrics = {"q_loss": out["loss"].item(), "q_value": float(out["q1"].detach().mean())}

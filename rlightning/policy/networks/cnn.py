@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-__all__ = ["CNN_TYPES", "ImpalaCNN", "NatureCNN", "image_layout", "is_image_space"]
+__all__ = ["CNN_TYPES", "ImpalaCNN", "MinAtarCNN", "NatureCNN", "image_layout", "is_image_space"]
 
 # The channel axis is the shorter end of a rank-3 shape, and at most this long.
 _MAX_CHANNELS = 16
@@ -213,5 +213,34 @@ class ImpalaCNN(_ImageEncoder):
         return self.head(self.trunk(x)).reshape(*lead, self.dim)
 
 
+class MinAtarCNN(_ImageEncoder):
+    """The MinAtar paper's encoder (Young & Tian 2019): one 3x3 convolution of 16 channels, stride 1, ReLU.
+
+    Its features (16 x H x W, 1600 for MinAtar's 10 x 10 frames) feed the policy's MLP heads; with
+    ``hidden_sizes: [128]`` the whole network is the paper's (conv 16, fully connected 128).
+
+    Args:
+        obs_shape: One observation's shape, e.g. ``(10, 10, 4)``.
+        channels: Convolution width.
+        channels_last: Channel order (None: from the shape).
+        scale: Divide inputs by 255 (None: uint8 inputs only; MinAtar's bool planes are taken as 0/1).
+    """
+
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        channels: int = 16,
+        channels_last: Optional[bool] = None,
+        scale: Optional[bool] = None,
+    ) -> None:
+        super().__init__(obs_shape, channels_last, scale)
+        self.trunk = nn.Sequential(_conv(self.channels, int(channels), 3), nn.ReLU(), nn.Flatten())
+        self.dim = self._out_dim(self.trunk)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x, lead = self._prepare(obs)
+        return self.trunk(x).reshape(*lead, self.dim)
+
+
 #: ``cnn`` names accepted by `build_encoder`.
-CNN_TYPES = {"nature": NatureCNN, "impala": ImpalaCNN}
+CNN_TYPES = {"nature": NatureCNN, "impala": ImpalaCNN, "minatar": MinAtarCNN}

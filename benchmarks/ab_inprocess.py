@@ -1,0 +1,169 @@
+"""In-process ratios for A/B runs of two commits on a loaded machine: rlightning against its limit, interleaved.
+
+Run it once per tree, alternating trees (``PYTHONPATH`` names the tree whose rlightning is measured)::
+
+    PYTHONPATH=<tree> python benchmarks/ab_inprocess.py sampling --label new   # local engine.rollout / limit
+    PYTHONPATH=<tree> python benchmarks/ab_inprocess.py buffer --label new     # DataBuffer.sample(256) / limit
+
+``sampling``: the engine's rollout phase with ``peers/rlightning_sampling.py``'s local config
+(cases 1x8, 2x64) against ``make_vec`` of all sub-envs + the MLP + a categorical draw, in
+alternating windows. ``buffer``: ``DataBuffer.sample(256)`` on a full buffer against one
+``randint`` + ``index_select`` per key on a filled copy of the same tensors. Each prints the
+median of the per-round ratios (ours / limit); compare the ratios of the two trees, not rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _tree() -> str:
+    import rlightning
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(rlightning.__file__)))
+
+
+def sampling(label: str, cases, seconds: float, rounds: int) -> None:
+    tree = _tree()
+    sys.path.insert(0, os.path.join(tree, "benchmarks", "peers"))
+    import _common as c  # noqa: E402
+    import gymnasium as gym
+    import rlightning_sampling as rs
+    import torch
+    from torch import nn
+
+    from rlightning.utils.builders import build_run
+
+    c.set_threads()
+    for case in cases:
+        _sampling_case(c, rs, build_run, gym, torch, nn, label, case, seconds, rounds)
+
+
+def _sampling_case(c, rs, build_run, gym, torch, nn, label: str, case: str, seconds: float, rounds: int) -> None:
+    w, n = c.parse_case(case)
+    engine = build_run(rs.config("local", case)).engine
+    env = gym.make_vec(c.ENV, num_envs=w * n, vectorization_mode="vector_entry_point")
+    actor = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2))
+    state = [env.reset(seed=0)[0]]
+
+    def limit() -> int:
+        x = state[0]
+        for _ in range(128):
+            with torch.no_grad():
+                a = torch.distributions.Categorical(logits=actor(torch.as_tensor(x))).sample()
+            x, *_ = env.step(a.numpy())
+        state[0] = x
+        return 128 * w * n
+
+    def ours():
+        t0 = time.perf_counter()
+        steps = engine.rollout()["rollout_env_steps"]
+        dt = time.perf_counter() - t0
+        engine.buffer.clear()  # untimed
+        return steps, dt
+
+    ours()
+    limit()
+    ratios, rates = [], []
+    for _ in range(rounds):
+        done = spent = 0.0
+        t = time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            s, dt = ours()
+            done, spent = done + s, spent + dt
+        mine = done / spent
+        done, t = 0, time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            done += limit()
+        rates.append(mine)
+        ratios.append(mine / (done / (time.perf_counter() - t)))
+    per = ", ".join(f"{r:.2f}" for r in ratios)
+    print(
+        f"{label} sampling {case}: ours {statistics.median(rates):.0f} env steps/s, "
+        f"ours / limit median {statistics.median(ratios):.2f} ({per})",
+        flush=True,
+    )
+    engine.close()
+    env.close()
+
+
+def buffer(label: str, kinds, rounds: int) -> None:
+    import torch
+
+    from rlightning.buffer import ReplayBuffer
+    from rlightning.utils.config import BufferConfig
+
+    torch.set_num_threads(1)
+    for kind in kinds:
+        _buffer_kind(torch, ReplayBuffer, BufferConfig, label, kind, rounds)
+
+
+def _buffer_kind(torch, ReplayBuffer, BufferConfig, label: str, kind: str, rounds: int) -> None:
+    g = torch.Generator().manual_seed(0)
+    n = 1000
+    data = {
+        "obs": torch.randn(n, 4, generator=g),
+        "action": torch.randint(0, 2, (n,), generator=g),
+        "reward": torch.ones(n),
+        "next_obs": torch.randn(n, 4, generator=g),
+        "terminated": torch.zeros(n, dtype=torch.bool),
+        "truncated": torch.zeros(n, dtype=torch.bool),
+    }
+    if kind == "image":
+        for k in ("obs", "next_obs"):
+            data[k] = torch.randint(0, 255, (n, 84, 84, 3), dtype=torch.uint8, generator=g)
+    cap = 1_000_000 if kind == "cartpole" else 10_000
+    try:
+        buf = ReplayBuffer(config=BufferConfig(capacity=cap, seed=0), remote=False)
+    except TypeError:  # older trees: no placement keyword
+        buf = ReplayBuffer(config=BufferConfig(capacity=cap, seed=0))
+    buf = buf.init([], num_storages=1, num_train_workers=1)
+    store = {k: torch.zeros((cap,) + v.shape[1:], dtype=v.dtype) for k, v in data.items()}
+    for i in range(0, cap, n):
+        buf.extend(data)
+        for k in store:
+            store[k][i : i + n].copy_(data[k])
+
+    def limit():
+        idx = torch.randint(cap, (256,))
+        return {k: v.index_select(0, idx) for k, v in store.items()}
+
+    calls = 2000 if kind == "cartpole" else 200
+    ratios = []
+    for _ in range(rounds):
+        spent = []
+        for fn in (lambda: buf.sample(256), limit):
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            spent.append(time.perf_counter() - t0)
+        ratios.append(spent[1] / spent[0])
+    per = ", ".join(f"{r:.2f}" for r in ratios)
+    print(f"{label} buffer sample {kind}: ours / limit median {statistics.median(ratios):.2f} ({per})", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("item", choices=["sampling", "buffer"])
+    p.add_argument("--label", default="")
+    p.add_argument("--cases", default="1x8,2x64", help="sampling cases (W x N)")
+    p.add_argument("--kinds", default="cartpole,image", help="buffer kinds")
+    p.add_argument("--seconds", type=float, default=0.5, help="seconds per sampling window")
+    p.add_argument("--rounds", type=int, default=5)
+    a = p.parse_args()
+    label = a.label or _tree()
+    if a.item == "sampling":
+        sampling(label, a.cases.split(","), a.seconds, a.rounds)
+    else:
+        buffer(label, a.kinds.split(","), a.rounds)
+
+
+if __name__ == "__main__":
+    main()
