@@ -235,9 +235,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if getattr(args, "episodes", 1) is not None and getattr(args, "episodes", 1) < 1:
         print(f"rlightning: error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
         return EXIT_USAGE
+    from rlightning.env.suites import MissingSuiteError
+
     try:
         return int(args.func(args) or 0)
-    except (KeyError, ValueError, TypeError, OSError) as err:
+    except (KeyError, ValueError, TypeError, OSError, MissingSuiteError) as err:  # a missing suite names its extra
         msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"rlightning: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
