@@ -9,6 +9,7 @@ test's temporary directory.
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -41,6 +42,16 @@ READ_WIDGETS = """() => {
     outputs: text('.jp-OutputArea-output').join('\\n'),
   };
 }"""
+
+
+# An "Exception ignored in: ..." report is the interpreter's note about an error it could not raise (here:
+# a fork hook of a library in the kernel, on the first run after a fresh install); the cell itself goes on.
+_UNRAISABLE = re.compile(r"Exception ignored in:[^\n]*\n(?:[^\n]*\n)*?\s*\w+(?:Error|Exception):[^\n]*(?:\n|$)")
+
+
+def _cell_failed(outputs: str) -> bool:
+    """A traceback in the cells' outputs, other than an interpreter's "Exception ignored" report."""
+    return "Traceback (most recent call last)" in _UNRAISABLE.sub("", outputs)
 
 
 def _run_all_cells(page) -> None:
@@ -112,7 +123,7 @@ def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
             while time.time() < deadline:
                 state = page.evaluate(READ_WIDGETS)
                 samples.append(state)
-                if "Traceback (most recent call last)" in state["outputs"]:
+                if _cell_failed(state["outputs"]):
                     break
                 if DONE_TEXT in state["outputs"]:
                     break
@@ -124,7 +135,7 @@ def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
             (tmp_path / "console.log").write_text("\n".join(console))
 
     outputs = state.get("outputs", "")
-    assert "Traceback (most recent call last)" not in outputs, f"a cell failed:\n{outputs[-4000:]}"
+    assert not _cell_failed(outputs), f"a cell failed:\n{outputs[-4000:]}"
     assert DONE_TEXT in outputs, (
         f"the notebook did not finish within {RUN_TIMEOUT_S} s; last outputs:\n{outputs[-3000:]}\n"
         f"server log:\n{server.log_tail()}"
@@ -194,7 +205,7 @@ def _wait_panel(page, predicate, what: str, timeout_s: float = 300) -> Dict:
     state: Dict = {}
     while time.time() < deadline:
         state = page.evaluate(READ_PANEL)
-        assert "Traceback (most recent call last)" not in state["outputs"], state["outputs"][-3000:]
+        assert not _cell_failed(state["outputs"]), state["outputs"][-3000:]
         if predicate(state):
             return state
         time.sleep(0.25)
