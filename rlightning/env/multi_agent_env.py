@@ -37,6 +37,25 @@ _STEP_REWARD = -0.05
 
 
 @ENVS.register("rendezvous")
+
+def agent_actions(env: BaseEnv, policy_resp: PolicyResponse) -> Dict[Any, Any]:
+    """The preprocessed actions of ``policy_resp`` for a multi-agent ``env``: a dict of agent id -> actions.
+
+    Raises:
+        ValueError: a step before ``reset()``, or actions that are not a dict.
+    """
+    env.check_policy_resp(policy_resp)
+    if env._needs_reset:
+        raise ValueError(f"env {env.env_id}: step() before reset(); call reset() first")
+    action = env.preprocess_fn(policy_resp)
+    if not isinstance(action, dict):
+        raise ValueError(
+            f"env {env.env_id}: a multi-agent env takes a dict of agent id -> actions (a "
+            f"MultiAgentPolicyResponse), got {type(action).__name__}"
+        )
+    return action
+
+
 class RendezvousEnv(BaseEnv):
     """Agents on a line who must meet on one cell (see the module docstring).
 
@@ -120,15 +139,7 @@ class RendezvousEnv(BaseEnv):
 
     def _moves(self, policy_resp: PolicyResponse) -> np.ndarray:
         """The checked per-agent moves (-1, 0, +1) of ``policy_resp``."""
-        self.check_policy_resp(policy_resp)
-        if self._needs_reset:
-            raise ValueError(f"env {self.env_id}: step() before reset(); call reset() first")
-        action = self.preprocess_fn(policy_resp)
-        if not isinstance(action, dict):
-            raise ValueError(
-                f"env {self.env_id}: a multi-agent env takes a dict of agent id -> actions (a "
-                f"MultiAgentPolicyResponse), got {type(action).__name__}"
-            )
+        action = agent_actions(self, policy_resp)
         missing = [a for a in self.agent_ids if a not in action]
         if missing:
             raise ValueError(f"env {self.env_id}: no action for agent(s) {missing}; agents are {list(self.agent_ids)}")

@@ -36,6 +36,7 @@ from gymnasium import spaces
 
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error
+from rlightning.env.multi_agent_env import agent_actions
 from rlightning.env.suites import MissingSuiteError
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -192,15 +193,7 @@ class PettingZooEnv(BaseEnv):
         )
 
     def _actions(self, policy_resp: PolicyResponse) -> Dict[str, np.ndarray]:
-        self.check_policy_resp(policy_resp)
-        if self._needs_reset:
-            raise ValueError(f"env {self.env_id}: step() before reset(); call reset() first")
-        action = self.preprocess_fn(policy_resp)
-        if not isinstance(action, dict):
-            raise ValueError(
-                f"env {self.env_id}: a multi-agent env takes a dict of agent id -> actions (a "
-                f"MultiAgentPolicyResponse), got {type(action).__name__}"
-            )
+        action = agent_actions(self, policy_resp)
         unknown = sorted(str(a) for a in action if a not in self._checks)
         if unknown:
             raise ValueError(
