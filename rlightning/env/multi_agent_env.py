@@ -36,8 +36,6 @@ _MEET_REWARD = 1.0
 _STEP_REWARD = -0.05
 
 
-@ENVS.register("rendezvous")
-
 def agent_actions(env: BaseEnv, policy_resp: PolicyResponse) -> Dict[Any, Any]:
     """The preprocessed actions of ``policy_resp`` for a multi-agent ``env``: a dict of agent id -> actions.
 
@@ -56,6 +54,7 @@ def agent_actions(env: BaseEnv, policy_resp: PolicyResponse) -> Dict[Any, Any]:
     return action
 
 
+@ENVS.register("rendezvous")
 class RendezvousEnv(BaseEnv):
     """Agents on a line who must meet on one cell (see the module docstring).
 
