@@ -70,3 +70,38 @@ def test_warm_imports_run_once_in_the_background_and_can_be_turned_off():
     out = subprocess.run([sys.executable, "-c", WARM_OFF], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "warm-ok" in out.stdout
+
+
+FORK_DURING_WARM = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from rlightning.utils.ray.runtime import finish_warm_imports, warm_imports
+
+def wait_for_the_background_import():  # holds this fork between its `before` and `after` hooks
+    deadline = time.monotonic() + 10
+    while "uses_a_thread_pool" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+
+os.register_at_fork(before=wait_for_the_background_import)
+warm_imports(("uses_a_thread_pool",))
+pid = os.fork()  # as ray.init's process start does while the learner side imports
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+finish_warm_imports(30)
+assert "uses_a_thread_pool" in sys.modules
+print("fork-ok")
+"""
+
+
+def test_a_fork_while_warm_imports_run_leaves_no_fork_hook_half_run(tmp_path):
+    """torch and tensordict import ``concurrent.futures.thread``, whose fork hooks are a lock's acquire and
+    release: imported by the background thread while ``ray.init`` forks, only the release ran and the
+    interpreter printed "release unlocked lock" (seen in a fresh install's first notebook kernel)."""
+    (tmp_path / "uses_a_thread_pool.py").write_text("import concurrent.futures.thread\n")
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_DURING_WARM, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and "fork-ok" in out.stdout, out.stderr[-2000:]
+    assert "Exception ignored" not in out.stderr, out.stderr

@@ -72,6 +72,8 @@ def acquire_ray(address: Optional[str] = None, **init_kwargs: Any) -> bool:
 #: Imported in a background thread while ``ray.init`` waits for Ray's processes: the learner side
 #: (torch, tensordict, the policies and buffers) that the first ``build`` needs anyway.
 WARM_MODULES = ("rlightning.utils.builders",)
+#: Standard-library modules that register ``before``/``after`` fork-hook pairs at import (see `warm_imports`).
+FORK_HOOK_MODULES = ("concurrent.futures.thread", "logging")
 _warm: Dict[str, Any] = {"thread": None}
 
 
@@ -88,6 +90,13 @@ def warm_imports(modules: Sequence[str] = WARM_MODULES) -> Optional[threading.Th
     pending = [m for m in modules if m not in sys.modules]
     if not pending:
         return None
+    # A module that registers a pair of fork hooks (``before`` / ``after_in_parent``) while another
+    # thread is between them sees only its ``after`` run: ``concurrent.futures.thread`` (imported by
+    # torch and tensordict) then releases its unheld lock and the interpreter prints "Exception ignored
+    # in: <built-in method release of _thread.lock ...> RuntimeError: release unlocked lock". ``ray.init``
+    # forks while this thread imports, so such modules are imported here, in the calling thread, first.
+    for name in FORK_HOOK_MODULES:
+        importlib.import_module(name)
 
     def run() -> None:
         for name in pending:
