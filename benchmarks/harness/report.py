@@ -161,6 +161,14 @@ ITEMS: Dict[str, Item] = {
                 ("--mode", "local"),
             ),
             Side(
+                "rllib",
+                "RLlib EnvRunners, default CNN encoder with the Nature convolutions",
+                "peer",
+                "rllib",
+                "rllib_pixels.py",
+            ),
+            Side("torchrl", "TorchRL MultiSyncCollector, the same Nature CNN", "peer", "torchrl", "torchrl_pixels.py"),
+            Side(
                 "limit",
                 "limit: one SyncVectorEnv + the same CNN, one process, nothing stored",
                 "limit",
@@ -325,6 +333,7 @@ GOALS: Tuple[Goal, ...] = (
     Goal("sampling", "rl_ray", "limit", ">=", 0.3),
     Goal("sampling", "rl_local", "limit", ">=", 0.8),
     Goal("pixels", "rl_ray", "limit", ">=", 0.6),
+    Goal("pixels", "rl_ray", "rllib", ">=", 2.0),
     Goal("buffer", "rl_local", "torchrl", ">=", 1.0),
     Goal("buffer", "rl_local", "limit", ">=", 0.8),
     Goal("ppo", "rl_ray", "rllib", "<=", 0.7),
