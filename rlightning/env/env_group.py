@@ -380,17 +380,10 @@ class EnvGroup:
         return self._copies.attached
 
     def attach_policy(
-        self,
-        policy: Any,
-        policy_config: Any = None,
-        env_meta: Optional[EnvMeta] = None,
-        seed: Optional[int] = None,
+        self, policy: Any, policy_config: Any = None, env_meta: Optional[EnvMeta] = None, seed: Optional[int] = None
     ) -> List[Dict[str, Any]]:
-        """Build an eval-role copy of the policy in every worker (see `RolloutWorker.attach_policy`).
-
-        ``policy`` is the policy side's `PolicyCopyFactory` (``BasePolicy.acting_copy_factory``), or a policy
-        class with ``policy_config``, ``env_meta`` and ``seed`` (its factory is asked for with them).
-        """
+        """Build an eval-role copy in every worker with the policy side's factory, or a policy class's (see
+        `RolloutWorker.attach_policy`)."""
         self._require_init()
         return self._copies.attach([s.handle for s in self._slots], policy, policy_config, env_meta, seed)
 

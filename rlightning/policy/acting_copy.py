@@ -16,10 +16,11 @@ A policy class passed to ``attach_policy`` is turned into this factory by its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.types import EnvMeta
+from rlightning.utils.config import PolicyConfig
 
 __all__ = ["EvalCopyFactory"]
 
@@ -35,17 +36,23 @@ class EvalCopyFactory:
         seed: Seeds each copy's RNGs (offset by the worker's index, as eval workers are); None leaves them alone.
 
     Raises:
-        TypeError: ``policy_cls`` is not a `BasePolicy` subclass, or ``env_meta`` is not an `EnvMeta`.
+        TypeError: ``policy_cls`` is not a `BasePolicy` subclass, ``policy_config`` not a `PolicyConfig`, or
+            ``env_meta`` not an `EnvMeta` (raised where the factory is made, before any worker builds a copy).
     """
 
     policy_cls: type
-    policy_config: Any
+    policy_config: PolicyConfig
     env_meta: EnvMeta
     seed: Optional[int] = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.policy_cls, type) and issubclass(self.policy_cls, BasePolicy)):
             raise TypeError(f"attach_policy needs a BasePolicy subclass, got {self.policy_cls!r}")
+        if not isinstance(self.policy_config, PolicyConfig):
+            raise TypeError(
+                f"{self.policy_cls.__name__}.acting_copy_factory: policy_config must be a PolicyConfig, "
+                f"got {type(self.policy_config).__name__}"
+            )
         if not isinstance(self.env_meta, EnvMeta):
             raise TypeError(
                 f"{self.policy_cls.__name__}.acting_copy_factory: env_meta must be an EnvMeta (the env's "

@@ -237,6 +237,10 @@ def test_attach_policy_names_what_is_wrong_with_its_arguments():
         worker.attach_policy(42)
     with pytest.raises(TypeError, match=r"attach_policy\(PPOPolicy, ...\) needs env_meta"):
         worker.attach_policy(PPOPolicy, SMALL)
+    with pytest.raises(
+        TypeError, match=r"PPOPolicy.acting_copy_factory: policy_config must be a PolicyConfig, got dict"
+    ):
+        worker.attach_policy(PPOPolicy, {"type": "ppo"}, meta)
     with pytest.raises(TypeError, match=r"env_meta must be an EnvMeta .* got dict"):
         worker.attach_policy(PPOPolicy, SMALL, {"num_envs": 2})
     with pytest.raises(TypeError, match=r"built a object, which is not an ActingPolicy; missing: acts_on_observations"):
