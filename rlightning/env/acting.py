@@ -13,13 +13,17 @@ Which weight-sync strategy brings weights to the copies is the engine's choice
 (`rlightning.engine.acting.EnvWorkerSync`, the strategies eval workers use);
 it may register a ``catch_up`` function that a relaunched worker is brought up
 to date with, instead of the last weights `load` saw. Nothing here imports the
-policy package: the policy class comes in with `attach`.
+policy package: `attach` takes the policy side's `PolicyCopyFactory` (or a
+policy class, whose factory it asks for) and sends that one factory to every
+worker, and again to a relaunched one (`rlightning.env.acting_policy`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from rlightning.env.acting_policy import PolicyCopyFactory, as_copy_factory
+from rlightning.env.errors import caller_error
 from rlightning.types import EnvMeta, is_object_ref
 from rlightning.utils.logger import get_logger
 from rlightning.utils.ray.handle import WorkerHandle, resolve
@@ -30,31 +34,41 @@ __all__ = ["PolicyCopies"]
 
 
 class PolicyCopies:
-    """How the workers' policy copies were built and which weights they were given last."""
+    """How the workers' policy copies were built (their factory) and which weights they were given last."""
 
     def __init__(self) -> None:
-        self.setup: Optional[Tuple[type, Any, EnvMeta, Optional[int]]] = None
+        self.factory: Optional[PolicyCopyFactory] = None
         self.weights: Optional[Tuple[Any, int]] = None
         self.catch_up: Optional[Callable[[WorkerHandle], None]] = None
 
     @property
     def attached(self) -> bool:
         """True once `attach` built a copy in every worker."""
-        return self.setup is not None
+        return self.factory is not None
 
     def attach(
         self,
         handles: Sequence[WorkerHandle],
-        policy_cls: type,
-        policy_config: Any,
-        env_meta: EnvMeta,
+        policy: Any,
+        policy_config: Any = None,
+        env_meta: Optional[EnvMeta] = None,
         seed: Optional[int] = None,
     ) -> List[Dict[str, Any]]:
-        """Build an eval-role copy in every worker (see `RolloutWorker.attach_policy`)."""
-        results = resolve([h.submit("attach_policy", policy_cls, policy_config, env_meta, seed) for h in handles])
-        self.setup = (policy_cls, policy_config, env_meta, seed)
+        """Build an eval-role copy in every worker with one factory (see `RolloutWorker.attach_policy`).
+
+        Raises:
+            TypeError, ValueError: as `as_copy_factory`, before any worker is called.
+        """
+        try:
+            factory = as_copy_factory(policy, policy_config, env_meta, seed)
+        except (TypeError, ValueError) as err:
+            caller_error(err)
+            raise
+        results = resolve([h.submit("attach_policy", factory) for h in handles])
+        self.factory = factory
         self.weights = None
-        logger.info("policy %s attached to %d env workers", policy_cls.__name__, len(handles))
+        name = getattr(policy, "__name__", None) or type(factory).__name__
+        logger.info("policy %s attached to %d env workers", name, len(handles))
         return results
 
     def load(self, handles: Sequence[WorkerHandle], weights: Any, weight_version: int, remote: bool) -> None:
@@ -65,7 +79,7 @@ class PolicyCopies:
         Raises:
             RuntimeError: nothing attached.
         """
-        if self.setup is None:
+        if self.factory is None:
             raise RuntimeError("load_policy_weights needs attach_policy first")
         payload = weights
         if remote != is_object_ref(weights):
@@ -78,9 +92,9 @@ class PolicyCopies:
 
     def rearm(self, handle: WorkerHandle) -> None:
         """Give a relaunched worker its policy copy and the current weights back (the restart path)."""
-        if self.setup is None:
+        if self.factory is None:
             return
-        handle.call("attach_policy", *self.setup)
+        handle.call("attach_policy", self.factory)
         if self.catch_up is not None:
             self.catch_up(handle)
         elif self.weights is not None:

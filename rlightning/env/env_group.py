@@ -380,11 +380,12 @@ class EnvGroup:
         return self._copies.attached
 
     def attach_policy(
-        self, policy_cls: type, policy_config: Any, env_meta: EnvMeta, seed: Optional[int] = None
+        self, policy: Any, policy_config: Any = None, env_meta: Optional[EnvMeta] = None, seed: Optional[int] = None
     ) -> List[Dict[str, Any]]:
-        """Build an eval-role copy of the policy in every worker (see `RolloutWorker.attach_policy`)."""
+        """Build an eval-role copy in every worker with the policy side's factory, or a policy class's (see
+        `RolloutWorker.attach_policy`)."""
         self._require_init()
-        return self._copies.attach([s.handle for s in self._slots], policy_cls, policy_config, env_meta, seed)
+        return self._copies.attach([s.handle for s in self._slots], policy, policy_config, env_meta, seed)
 
     def load_policy_weights(self, weights: Dict[str, Any], weight_version: int) -> None:
         """Load ``weights`` into every worker's policy copy (one object-store copy for Ray workers)."""

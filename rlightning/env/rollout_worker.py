@@ -5,19 +5,21 @@ One class serves both placements of the acting policy:
 - per step (``cluster.inference="eval_workers"``): `reset` and `step` return
   the env's `EnvRet` (the seed API) and the eval workers answer each one;
 - whole rollouts (``"env_workers"``): `attach_policy` builds an eval-role copy
-  of the run's policy here, and `collect` steps ``num_steps`` vector steps
-  with it, writing one ``[N, T]`` record TensorDict (see
-  `rlightning.env.utils.record_writer`)::
+  of the run's policy here (with the factory the policy side hands it: an
+  `ActingPolicy`, see `rlightning.env.acting_policy`), and `collect` steps
+  ``num_steps`` vector steps with it, writing one ``[N, T]`` record
+  TensorDict (see `rlightning.env.utils.record_writer`)::
 
       worker = RolloutWorker(GymnasiumEnv, EnvConfig(name="CartPole-v1", num_envs=8))
-      worker.attach_policy(PPOPolicy, PolicyConfig(type="ppo"), worker.get_metadata(), seed=0)
+      worker.attach_policy(PPOPolicy.acting_copy_factory(PolicyConfig(type="ppo"), worker.get_metadata(), seed=0))
       worker.reset(seed=0)
       result = worker.collect(128)            # RolloutResult: result.record is the [8, 128] TensorDict
 
 The worker keeps its current `EnvRet`, so a rollout continues where the last
 call (``step`` or ``collect``) left off. The same object runs in this process
 or as a Ray actor (the `EnvGroup`'s `WorkerSlot` launches it). It imports no
-torch, tensordict or policy code until a policy is attached, and builds no
+torch or tensordict until a policy copy is built here, never imports the policy
+package itself (the factory brings what it needs), and builds no
 TensorDict itself: its rollout's arrays travel, the record is made where they
 are read (`RolloutResult.record`).
 """
@@ -32,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from rlightning.env.acting_policy import ActingPolicy, as_copy_factory, check_acting_policy
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error, is_caller_error
 from rlightning.env.utils.episodes import EpisodeIds, episode_report
@@ -159,7 +162,7 @@ class RolloutWorker:
         self.worker_index = self.env.worker_index
         self._current: Optional[EnvRet] = None
         self._episode_ids = EpisodeIds(self.num_envs, base=int(episode_id_base))
-        self._policy: Any = None
+        self._policy: Optional[ActingPolicy] = None
         self._fast_acting = False
         self._synced = False
 
@@ -225,37 +228,41 @@ class RolloutWorker:
         return self._policy is not None
 
     def attach_policy(
-        self, policy_cls: type, policy_config: Any, env_meta: EnvMeta, seed: Optional[int] = None
+        self,
+        policy: Any,
+        policy_config: Any = None,
+        env_meta: Optional[EnvMeta] = None,
+        seed: Optional[int] = None,
     ) -> Dict[str, Any]:
-        """Build an eval-role copy of ``policy_cls`` for ``env_meta`` in this worker.
+        """Build this worker's eval-role policy copy: ``factory(worker_index)`` (see `rlightning.env.acting_policy`).
 
         Args:
-            policy_cls: A `BasePolicy` subclass (the user's class, not a Ray actor class).
-            policy_config: Its `PolicyConfig`.
-            env_meta: The spaces the networks are built for.
-            seed: Seeds the copy's RNGs (offset by this worker's index); None leaves them alone.
+            policy: A `PolicyCopyFactory` built by the policy side (``BasePolicy.acting_copy_factory``), or a
+                policy class (a `BasePolicy` subclass; its factory is asked for with the next arguments).
+            policy_config: The class's `PolicyConfig` (with a class only).
+            env_meta: The spaces the networks are built for (with a class only).
+            seed: Seeds the copy's RNGs, offset by this worker's index (with a class only); None leaves them alone.
 
         Returns:
             ``num_parameters`` and ``weight_version`` of the copy.
 
         Raises:
-            TypeError: ``policy_cls`` is not a `BasePolicy` subclass.
+            TypeError: ``policy`` is neither a policy class nor a factory; the factory built no `ActingPolicy`.
+            ValueError: a factory given with other arguments.
         """
-        from rlightning.policy.base_policy import BasePolicy, PolicyRole
-
-        if not (isinstance(policy_cls, type) and issubclass(policy_cls, BasePolicy)):
-            raise caller_error(TypeError(f"attach_policy needs a BasePolicy subclass, got {policy_cls!r}"))
-        policy = policy_cls(policy_config, role_type=PolicyRole.EVAL, worker_index=self.worker_index)
-        result = policy.setup(env_meta, seed)
-        self._policy = policy
+        try:
+            factory = as_copy_factory(policy, policy_config, env_meta, seed)
+            built = check_acting_policy(factory(self.worker_index), factory)
+        except (TypeError, ValueError) as err:  # a bad argument, or a factory that fits no ActingPolicy: the caller's
+            caller_error(err)
+            raise
+        self._policy = built
         self._synced = False  # its own initial weights until a sync loads the run's
-        # Acting straight through compute_actions unless the class answers EnvRets itself.
-        cls = type(policy)
-        self._fast_acting = cls.rollout_step is BasePolicy.rollout_step and cls.postprocess is BasePolicy.postprocess
-        self._fast_acting = self._fast_acting and not policy.stateful_acting  # a recurrent one reads the EnvRets
-        return {"num_parameters": result["num_parameters"], "weight_version": result["weight_version"]}
+        # Acting straight through compute_actions unless the copy answers EnvRets itself (or carries a state).
+        self._fast_acting = bool(built.acts_on_observations) and not built.stateful_acting
+        return {"num_parameters": int(built.num_parameters()), "weight_version": int(built.weight_version)}
 
-    def _require_policy(self, what: str) -> Any:
+    def _require_policy(self, what: str) -> ActingPolicy:
         if self._policy is None:
             raise caller_error(
                 RuntimeError(
@@ -315,7 +322,7 @@ class RolloutWorker:
         return self._current
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> Optional[ActingPolicy]:
         """The policy copy (None before `attach_policy`)."""
         return self._policy
 

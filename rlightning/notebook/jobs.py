@@ -29,11 +29,12 @@ from typing import Any, Dict, List, Optional
 
 from rlightning.notebook.errors import JobsUnavailableError
 from rlightning.utils.config import MainConfig, to_yaml
-from rlightning.utils.logger import get_logger
+from rlightning.utils.logger import get_cell_logger, get_logger
 
 __all__ = ["METRICS_PREFIX", "TrainingJob", "TrainingJobError", "jobs_client", "submit_training"]
 
 logger = get_logger(__name__)
+cell = get_cell_logger(__name__)  # what the user sees in the running cell
 
 #: Start of the line the job prints after each iteration: the prefix, a space, the metrics as JSON.
 METRICS_PREFIX = "rlightning-metrics"
@@ -230,7 +231,7 @@ class TrainingJob:
         new, self._shown = text[self._shown :], len(text)
         lines = [line for line in new.splitlines() if not line.startswith(METRICS_PREFIX)]
         if lines:
-            print("\n".join(lines), flush=True)
+            cell.info("%s", "\n".join(lines))
 
     def stop(self, timeout: float = 60.0) -> str:
         """Stop the job (Ray signals its driver, which stops between phases) and wait until it ended; its status."""

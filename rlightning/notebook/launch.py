@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
-from rlightning.utils.logger import get_logger
+from rlightning.utils.logger import get_cell_logger, get_logger
 
 __all__ = ["LaunchedLab", "launch_lab", "load_cluster_config"]
 
 logger = get_logger(__name__)
+cell = get_cell_logger(__name__)  # what the user sees in the running cell
 
 _LAUNCHED: Dict[str, Any] = {}
 
@@ -131,7 +132,9 @@ def launch_lab(
 
     name = config.get("cluster_name", "default")
     logger.info("launching Ray cluster %r (provider %s)", name, config["provider"]["type"])
-    print(f"[rlightning] launching Ray cluster {name!r} with Ray's cluster launcher ({config['provider']['type']})")
+    cell.info(
+        "[rlightning] launching Ray cluster %r with Ray's cluster launcher (%s)", name, config["provider"]["type"]
+    )
     # no_restart: a head already running this config keeps its Ray (re-running the cell reuses the cluster);
     # a new head is started whatever no_restart says.
     sdk.create_or_update_cluster(config, no_restart=True, no_config_cache=True)
@@ -139,7 +142,7 @@ def launch_lab(
     address = address or f"{head_ip}:{head_port(config)}"
     if token is None:
         token = _fetch_token(config)
-    print(f"[rlightning] head {head_ip} is up; connecting to {address}")
+    cell.info("[rlightning] head %s is up; connecting to %s", head_ip, address)
     lab = _connect(LaunchedLab, address, token, timeout_s, **ray_init_kwargs)
     if not isinstance(lab, LaunchedLab):
         raise RuntimeError(
@@ -171,7 +174,7 @@ class LaunchedLab(_lab_base()):
             return
         self.cluster_config = None
         _LAUNCHED.pop(_key(config), None)
-        print(f"[rlightning] tearing down Ray cluster {config.get('cluster_name', 'default')!r}")
+        cell.info("[rlightning] tearing down Ray cluster %r", config.get("cluster_name", "default"))
         sdk.teardown_cluster(config)
 
     def __repr__(self) -> str:

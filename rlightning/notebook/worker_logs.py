@@ -20,17 +20,17 @@ Every line stays in Ray's worker log files whatever the relay shows.
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
-from rlightning.utils.logger import get_logger
+from rlightning.utils.logger import get_cell_logger, get_logger
 
 __all__ = ["DEFAULT_LINES_PER_S", "WorkerLogRelay", "current_relay", "install_worker_log_relay"]
 
 logger = get_logger(__name__)
+cell = get_cell_logger(__name__)  # what the user sees in the running cell
 
 #: Worker log lines per second shown in a cell (`Lab.local(worker_log_lines_per_s=...)`).
 DEFAULT_LINES_PER_S = 20.0
@@ -192,8 +192,8 @@ def _prefix(data: Dict[str, Any]) -> str:
 
 
 def _write(text: str, is_err: bool) -> None:
-    stream = sys.stderr if is_err else sys.stdout  # looked up now: in Jupyter, the running cell's stream
-    print(text, file=stream, flush=True)
+    # The handler looks the stream up now: in Jupyter, the running cell's.
+    cell.info("%s", text, extra={"cell_stream": "stderr" if is_err else "stdout"})
 
 
 def _daemon_timer(delay_s: float, fn: Callable[[], None]) -> threading.Timer:

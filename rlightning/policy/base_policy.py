@@ -294,6 +294,20 @@ class BasePolicy:
     def _uses_compute_actions(self) -> bool:
         return type(self).rollout_step is BasePolicy.rollout_step
 
+    @property
+    def acts_on_observations(self) -> bool:
+        """True when ``compute_actions`` on bare observations answers as ``rollout_batch`` would (no
+        ``rollout_step`` or ``postprocess`` of its own, no recurrent state): an env worker then acts that way."""
+        cls = type(self)
+        return self._uses_compute_actions() and cls.postprocess is BasePolicy.postprocess and not self.stateful_acting
+
+    @classmethod
+    def acting_copy_factory(cls, config: PolicyConfig, env_meta: EnvMeta, seed: Optional[int] = None) -> Any:
+        """The picklable factory an env worker builds its eval-role copy of this class with (`EvalCopyFactory`)."""
+        from rlightning.policy.acting_copy import EvalCopyFactory
+
+        return EvalCopyFactory(cls, config, env_meta, seed)
+
     def rollout_step(self, env_ret: EnvRet) -> PolicyResponse:
         """Answer one `EnvRet` (observation [num_envs, *obs_shape]) with a `PolicyResponse`."""
         return self._rollout_batched([env_ret])[0]

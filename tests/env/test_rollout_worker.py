@@ -149,26 +149,105 @@ def test_without_a_policy_the_group_and_worker_say_how_to_get_one():
     assert not g.has_policy
 
 
-def test_multi_agent_envs_collect_per_agent_and_need_per_agent_outputs():
-    from types import SimpleNamespace
+class _ScriptedCopy:
+    """An `ActingPolicy` that is no `BasePolicy`: it answers every observation with the outputs it is given."""
 
+    weight_version = 0
+    deterministic = False
+    stateful_acting = False
+    acts_on_observations = True
+
+    def __init__(self, out, worker_index=0):
+        self.out, self.worker_index = out, worker_index
+
+    def compute_actions(self, obs, deterministic=False):
+        return self.out
+
+    def rollout_batch(self, env_rets):
+        raise AssertionError("a copy that acts on observations is never asked for EnvRets")
+
+    def num_parameters(self):
+        return 0
+
+    def load_state_dict(self, state_dict, weight_version=None):
+        return self.set_weight_version(weight_version or 0)
+
+    def copy_weights_from(self, other, weight_version=None):
+        return self.set_weight_version(weight_version or 0)
+
+    def set_weight_version(self, weight_version):
+        self.weight_version = int(weight_version)
+        return self.weight_version
+
+    def set_deterministic(self, deterministic=True):
+        self.deterministic = bool(deterministic)
+
+    def weights_checksum(self):
+        return "scripted"
+
+
+def test_multi_agent_envs_collect_per_agent_and_need_per_agent_outputs():
     from rlightning.env import RendezvousEnv
 
     worker = RolloutWorker(RendezvousEnv, EnvConfig(name="rendezvous", num_envs=2))
     worker.reset(seed=0)
     flat = {"action": np.zeros(2, np.int64)}  # a single-agent policy's output
-    worker._policy = SimpleNamespace(weight_version=0, deterministic=False, compute_actions=lambda obs, **kw: flat)
-    worker._fast_acting = True
+    worker.attach_policy(lambda worker_index: _ScriptedCopy(flat, worker_index))
     with pytest.raises(ValueError, match=r"a multi-agent env takes a dict of agent id -> actions"):
         worker.collect(2)
     per_agent = {"action": {"agent_0": np.ones(2, np.int64), "agent_1": np.ones(2, np.int64)}}
-    worker._policy.compute_actions = lambda obs, **kw: per_agent
+    worker.policy.out = per_agent
     td = worker.collect(3).record
     assert td["agents", "agent_1", "action"].shape == (2, 3) and td["next", "agents", "agent_0", "obs"].shape == (
         2,
         3,
         2,
     )
+
+
+def test_the_copy_comes_from_the_policy_sides_factory_which_a_class_stands_for():
+    from rlightning.env.acting_policy import ActingPolicy
+    from rlightning.policy.acting_copy import EvalCopyFactory
+
+    g = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=2)] * 2)
+    meta = g.init()[0]
+    try:
+        factory = PPOPolicy.acting_copy_factory(SMALL, meta, seed=4)
+        assert isinstance(factory, EvalCopyFactory) and pickle.loads(pickle.dumps(factory)) == factory
+        infos = g.attach_policy(factory)
+        assert [i["weight_version"] for i in infos] == [0, 0] and infos[0]["num_parameters"] > 0
+        w0, w1 = g.workers.values()
+        assert isinstance(w0.policy, PPOPolicy) and isinstance(w0.policy, ActingPolicy)
+        assert (w0.policy.role_type, w1.policy.worker_index) == (PolicyRole.EVAL, 1)
+        by_factory = [w.policy_weights_checksum() for w in (w0, w1)]
+        assert by_factory[0] != by_factory[1]  # the seed is offset by the worker's index
+        g.attach_policy(PPOPolicy, SMALL, meta, seed=4)  # the class asks for the same factory: the same copies
+        assert [w.policy_weights_checksum() for w in g.workers.values()] == by_factory
+    finally:
+        g.close()
+
+
+def test_attach_policy_names_what_is_wrong_with_its_arguments():
+    worker = RolloutWorker(GymnasiumEnv, EnvConfig(name="CartPole-v1", num_envs=2))
+    meta = worker.get_metadata()
+    factory = PPOPolicy.acting_copy_factory(SMALL, meta)
+    with pytest.raises(ValueError, match=r"got a policy-copy factory and policy_config, seed; a factory holds its own"):
+        worker.attach_policy(factory, SMALL, seed=0)
+    with pytest.raises(TypeError, match=r"needs a BasePolicy subclass or a policy-copy factory .* got int"):
+        worker.attach_policy(42)
+    with pytest.raises(TypeError, match=r"attach_policy\(PPOPolicy, ...\) needs env_meta"):
+        worker.attach_policy(PPOPolicy, SMALL)
+    with pytest.raises(
+        TypeError, match=r"PPOPolicy.acting_copy_factory: policy_config must be a PolicyConfig, got dict"
+    ):
+        worker.attach_policy(PPOPolicy, {"type": "ppo"}, meta)
+    with pytest.raises(TypeError, match=r"env_meta must be an EnvMeta .* got dict"):
+        worker.attach_policy(PPOPolicy, SMALL, {"num_envs": 2})
+    with pytest.raises(TypeError, match=r"built a object, which is not an ActingPolicy; missing: acts_on_observations"):
+        worker.attach_policy(lambda worker_index: object())
+    assert not worker.has_policy  # nothing was attached by the failed calls
+    worker.attach_policy(factory)
+    assert worker.has_policy and worker.acts_on_observations
 
 
 def test_episode_ids_count_per_worker_and_follow_the_valid_flags():

@@ -133,7 +133,7 @@ def test_acting_copies_import_no_tensordict():
     import sys
 
     code = (
-        "import sys, rlightning.policy.base_policy, rlightning.policy.algorithms.dqn, rlightning.env.rollout_worker; "
+        "import sys, rlightning.policy.acting_copy, rlightning.policy.algorithms.dqn, rlightning.env.rollout_worker; "
         "print([m for m in sys.modules if m.split('.')[0] == 'tensordict'])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
