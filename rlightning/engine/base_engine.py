@@ -107,7 +107,7 @@ class BaseEngine:
             from rlightning.policy.multi_agent import policy_class_for
 
             policy_cls = policy_class_for(cfg)  # MultiAgentPolicy for a multi-agent env
-            self.env_group.attach_policy(policy_cls, cfg.policy, self.env_metas[0], seed=cfg.seed)
+            self.env_group.attach_policy(policy_cls.acting_copy_factory(cfg.policy, self.env_metas[0], cfg.seed))
             self.env_weight_sync = EnvWorkerSync(
                 self.env_group, self.policy_group, cfg.policy.weight_sync, is_colocated=cfg.cluster.is_colocated
             )
