@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -23,6 +24,18 @@ THREADS = int(os.environ["OMP_NUM_THREADS"])
 CASES_SAMPLING = [(w, n) for w in (1, 2) for n in (8, 64)]
 ENV = "CartPole-v1"
 HIDDEN = (64, 64)
+
+
+def repo_root_on_path() -> Path:
+    """Put the repository root first on ``sys.path`` and on ``PYTHONPATH``; returns it.
+
+    Worker processes a side starts (Ray's actors, a collector's workers) inherit ``PYTHONPATH`` and import
+    ``benchmarks.pixel_env`` (the synthetic pixel env's entry point) from there.
+    """
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    return root
 
 
 def set_threads() -> None:

@@ -7,15 +7,9 @@ a categorical sample, the env step. Nothing is stored.
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import _common as c
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+c.repo_root_on_path()  # the workers import benchmarks.pixel_env (the env's entry point)
 c.set_threads()
 
 import gymnasium as gym  # noqa: E402

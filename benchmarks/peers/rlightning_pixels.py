@@ -10,16 +10,9 @@ transitions stored in the rollout buffer; the buffer is emptied between calls, u
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import _common as c
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-# Ray's workers import benchmarks.pixel_env (the env's entry point) from the repository root.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+c.repo_root_on_path()  # the workers import benchmarks.pixel_env (the env's entry point)
 c.set_threads()
 
 from rlightning_sampling import config, measure  # noqa: E402 - the CartPole rows' config and timed rollout

@@ -6,25 +6,20 @@ encoder with the Nature DQN convolutions (32 8x8/4, 64 4x4/2, 64 3x3/1, ReLU)
 and a 512-unit policy head layer, the network rlightning's side acts with
 (RLlib's sampling runs the policy head only; its value head is built but
 used by the learner). The frames reach RLlib's network as float32 / 255, scaled
-in the env as RLlib's own Atari setup does (its CNN does not take uint8). A timed call collects 32 steps per sub-env from every
-EnvRunner (``synchronous_parallel_sample``), as rlightning's pixel rollout does.
+in the env as RLlib's own Atari setup does (its CNN does not take uint8). A
+timed call collects 32 steps per sub-env from every EnvRunner
+(``synchronous_parallel_sample``), as rlightning's pixel rollout does.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import _common as c
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-# RLlib's EnvRunners import benchmarks.pixel_env (the env) from the repository root.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+c.repo_root_on_path()  # the workers import benchmarks.pixel_env (the env's entry point)
 c.set_threads()
 
 import rllib_common as rc  # noqa: E402
+from rllib_sampling import measure  # noqa: E402
 
 CASES = ("2x16",)
 FRAGMENT = 32
@@ -67,30 +62,14 @@ def pixel_config(w: int, n: int):
     )
 
 
-def measure(case: str, a, synchronous_parallel_sample) -> None:
-    w, n = c.parse_case(case)
-    algo = pixel_config(w, n).build_algo()
-    group = algo.env_runner_group
-
-    def sample() -> int:
-        episodes = synchronous_parallel_sample(
-            worker_set=group, max_env_steps=w * n * FRAGMENT, sample_timeout_s=300, _uses_new_env_runners=True
-        )
-        return sum(len(e) for e in episodes)
-
-    sample()
-    c.begin(case)
-    c.result(case, c.timed_rate(sample, a.seconds, a.repeats), "env steps/s")
-    algo.stop()
-
-
 def main() -> None:
     a = c.args()
     rc.start_ray()
     from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 
     for case in a.cases or CASES:
-        measure(case, a, synchronous_parallel_sample)
+        w, n = c.parse_case(case)
+        measure(case, a, synchronous_parallel_sample, config=pixel_config(w, n), fragment=FRAGMENT)
 
 
 if __name__ == "__main__":

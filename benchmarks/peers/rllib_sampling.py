@@ -26,14 +26,16 @@ def main() -> None:
         measure(case, a, synchronous_parallel_sample)
 
 
-def measure(case: str, a, synchronous_parallel_sample, name: str = "") -> None:
+def measure(case: str, a, synchronous_parallel_sample, name: str = "", config=None, fragment: int = FRAGMENT) -> None:
+    """Time PPO's sampling phase for ``case`` (W x N) with ``config`` (default: the CartPole config)."""
     w, n = c.parse_case(case)
-    algo = rc.ppo_config(num_env_runners=w, num_envs=n, fragment=FRAGMENT).build_algo()
+    config = config or rc.ppo_config(num_env_runners=w, num_envs=n, fragment=fragment)
+    algo = config.build_algo()
     group = algo.env_runner_group
 
     def sample() -> int:
         episodes = synchronous_parallel_sample(
-            worker_set=group, max_env_steps=w * n * FRAGMENT, sample_timeout_s=120, _uses_new_env_runners=True
+            worker_set=group, max_env_steps=w * n * fragment, sample_timeout_s=300, _uses_new_env_runners=True
         )
         return sum(len(e) for e in episodes)
 

@@ -14,14 +14,10 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from pathlib import Path
 
 import _common as c
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-# The collector's worker processes import benchmarks.pixel_env (the env) from the repository root.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+c.repo_root_on_path()  # the workers import benchmarks.pixel_env (the env's entry point)
 c.set_threads()
 
 import gymnasium as gym  # noqa: E402
