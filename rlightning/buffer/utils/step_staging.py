@@ -1,0 +1,190 @@
+"""`StepStaging`: per-step adds of one env staged in numpy until an episode closes.
+
+The seed edge (`Storage.add_transition`, `add_data_async`) gets one env step at
+a time. Running the chunk machinery of `OpenEpisodes` on every one-column
+record costs some 35-60 small torch ops per step; instead each step's stored
+keys are written into one column of preallocated ``[N, cap, ...]`` numpy
+arrays (a few slice assignments), and the staged columns become one ``[N, T]``
+`Chunk` for the `RecordWriter` only when a step closes an episode (a done
+row, or a row dropped by the NaN guard), when the staging is full, or when a
+reader needs the open episodes (pending counts, truncation, a record of the
+same env). The chunk is the same as the one the converter
+(`rlightning.types.record.record_leaves`, `chunk_from_leaves`) gives for those
+steps, so the stored transitions are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import torch
+
+from rlightning.buffer.utils.open_episodes import Chunk
+from rlightning.buffer.utils.record_chunks import stored_name
+from rlightning.types.record import NEXT, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
+
+__all__ = ["StepStaging"]
+
+_FLAGS = (REWARD, TERMINATED, TRUNCATED)
+#: Columns staged before the staging is written out even though no episode closed.
+STAGE_STEPS = 64
+
+
+def _key(key: Any) -> Tuple[str, ...]:
+    return key if isinstance(key, tuple) else (key,)
+
+
+class StepStaging:
+    """Staged per-step columns of one env worker's ``n`` sub-envs (numpy, preallocated).
+
+    Args:
+        env_id: The env worker.
+        n: Its number of sub-envs.
+        close_on_done: Done flags close episodes (``auto_truncate_episode``).
+        cap: Columns per allocation (the staging is written out when full).
+    """
+
+    def __init__(self, env_id: str, n: int, close_on_done: bool, cap: int = STAGE_STEPS) -> None:
+        self.env_id = env_id
+        self.n = int(n)
+        self.close_on_done = bool(close_on_done)
+        self.cap = int(cap)
+        self.t = 0
+        self.data: Dict[str, np.ndarray] = {}
+        #: (stored name, key in the step dict, from the next step) per stored key, in the record's key order.
+        self.layout: Optional[List[Tuple[str, Any, bool]]] = None
+        self.has_value = False
+        self.valid = np.zeros((self.n, self.cap), bool)
+        self.raw_done = np.zeros((self.n, self.cap), bool)
+        self.raw_reward = np.zeros((self.n, self.cap), np.float64)
+        self.bad = np.zeros((self.n, self.cap), bool)
+        self.boot: Optional[np.ndarray] = None
+
+    # ------------------------------------------------------------------ layout
+
+    def _set_layout(self, step: Mapping[Any, np.ndarray], next_step: Mapping[Any, np.ndarray]) -> None:
+        layout: List[Tuple[str, Any, bool]] = []
+        for k in step:
+            if k in _FLAGS:
+                continue
+            name = stored_name(_key(k))
+            if name is not None:
+                layout.append((name, k, False))
+        for k in next_step:
+            if _key(k)[0] == OBS:
+                layout.append((stored_name((NEXT,) + _key(k)), k, True))
+        self.layout = layout
+        self.has_value = VALUE in next_step
+        self._allocate(step, next_step)
+
+    def _allocate(self, step: Mapping[Any, np.ndarray], next_step: Mapping[Any, np.ndarray]) -> None:
+        n, cap = self.n, self.cap
+        data = {}
+        for name, k, nxt in self.layout:
+            v = next_step[k] if nxt else step[k]
+            data[name] = np.empty((n, cap) + tuple(v.shape[1:]), dtype=v.dtype)
+        data["reward"] = np.empty((n, cap), np.float32)
+        data["terminated"] = np.empty((n, cap), bool)
+        data["truncated"] = np.empty((n, cap), bool)
+        data["done"] = np.empty((n, cap), bool)
+        self.data = data
+        self.boot = np.empty((n, cap), np.float32) if self.has_value else None
+
+    # ------------------------------------------------------------------ staging
+
+    def put(
+        self,
+        step: Mapping[Any, np.ndarray],
+        next_step: Mapping[Any, np.ndarray],
+        raw_reward: np.ndarray,
+        drop: Optional[np.ndarray],
+    ) -> bool:
+        """Write the record of ``step`` (its next step ``next_step``) into column ``t`` (not counted yet).
+
+        Args:
+            step: The checked step dict the action was chosen on (observation, action, extras, its flags).
+            next_step: The next checked step dict (next observation, reward and flags of the action, value).
+            raw_reward: ``[N]`` float64 rewards as the env gave them (for episode stats).
+            drop: ``[N]`` rows whose episode the NaN guard drops, or None.
+
+        Returns:
+            True when the staged columns must be written out with this one (an episode closes, a row is
+            dropped, the staging is full); call `advance` otherwise.
+        """
+        if self.layout is None:
+            self._set_layout(step, next_step)
+        t = self.t
+        data = self.data
+        for name, k, nxt in self.layout:
+            data[name][:, t] = next_step[k] if nxt else step[k]
+        term = next_step[TERMINATED]
+        trunc = next_step[TRUNCATED]
+        data["reward"][:, t] = next_step[REWARD]
+        data["terminated"][:, t] = term
+        data["truncated"][:, t] = trunc
+        done = data["done"][:, t]
+        np.logical_or(term, trunc, out=done)
+        valid = self.valid[:, t]
+        np.logical_not(np.logical_or(step[TERMINATED], step[TRUNCATED]), out=valid)
+        self.raw_done[:, t] = done
+        self.raw_reward[:, t] = raw_reward
+        if self.boot is not None:
+            self.boot[:, t] = next_step[VALUE].reshape(self.n, -1)[:, 0]
+        flush = t + 1 >= self.cap or bool((done & valid).any())
+        if drop is not None:
+            self.bad[:, t] = drop
+            flush = flush or bool(drop.any())
+        else:
+            self.bad[:, t] = False
+        return flush
+
+    def advance(self) -> None:
+        """Count the column written by `put`."""
+        self.t += 1
+
+    def chunk(self, t: int) -> Tuple[Chunk, Optional[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The first ``t`` columns as a `Chunk` with its bad rows, raw rewards, raw done flags and valid masks.
+
+        The chunk's tensors share memory with the staging where they can (one sub-env, or a full
+        staging); call `written` once the writer has taken it.
+        """
+        n = self.n
+
+        def cols(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(a[:, :t].reshape((n * t,) + a.shape[2:]))
+
+        def mask(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a[:, :t]))
+
+        data = {name: cols(a) for name, a in self.data.items()}
+        valid = mask(self.valid)
+        raw_done = mask(self.raw_done)
+        if self.close_on_done:
+            kept = valid.clone()
+            done = raw_done & valid
+        else:
+            kept = torch.ones(n, t, dtype=torch.bool)
+            done = torch.zeros(n, t, dtype=torch.bool)
+        boot = None if self.boot is None else mask(self.boot)
+        bad_np = self.bad[:, :t]
+        bad = torch.from_numpy(bad_np.copy()) if bad_np.any() else None
+        chunk = Chunk(data, n, t, kept, done, boot)
+        return chunk, bad, mask(self.raw_reward), raw_done.clone(), valid.clone()
+
+    def written(self, t: int) -> None:
+        """The first ``t`` columns were written out: start again (new arrays where the writer may hold them)."""
+        if self.layout is not None and (self.n == 1 or t >= self.cap):
+            shapes = {name: a[:, :1] for name, a in self.data.items()}
+            self.data = {name: np.empty_like(a, shape=(self.n, self.cap) + a.shape[2:]) for name, a in shapes.items()}
+            if self.boot is not None:
+                self.boot = np.empty_like(self.boot)
+        self.t = 0
+
+    @property
+    def pending(self) -> int:
+        """Staged columns."""
+        return self.t
+
+    def __repr__(self) -> str:
+        return f"StepStaging({self.env_id!r}, n={self.n}, staged={self.t}, cap={self.cap})"
