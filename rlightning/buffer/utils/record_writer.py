@@ -157,9 +157,14 @@ class RecordWriter:
             stg.advance()
 
     def _flush(self, env_id: str, stg: StepStaging, t: int, what: str) -> None:
-        chunk, bad, raw_reward, raw_done, valid = stg.chunk(t)
-        self._write_chunk(env_id, chunk, bad, raw_reward, raw_done, valid, what)
-        stg.written(t)
+        plan = stg.plan_closed(t, self.open.get(env_id))
+        if plan is None:
+            chunk, bad, raw_reward, raw_done, valid = stg.chunk(t)
+            self._write_chunk(env_id, chunk, bad, raw_reward, raw_done, valid, what)
+            stg.written(t)
+            return
+        self._apply(env_id, self.open_episodes(env_id, stg.n), plan, what)
+        stg.written(t, shared=False)
 
     def sync(self, env_ids: Optional[List[str]] = None) -> None:
         """Hand the staged per-step adds of these envs (None: all) to their open episodes."""
@@ -179,7 +184,10 @@ class RecordWriter:
         what: str,
     ) -> None:
         state = self.open_episodes(env_id, chunk.n)
-        plan = state.plan_chunk(chunk, bad, raw_reward, raw_done, valid)
+        self._apply(env_id, state, state.plan_chunk(chunk, bad, raw_reward, raw_done, valid), what)
+
+    def _apply(self, env_id: str, state: OpenEpisodes, plan: WritePlan, what: str) -> None:
+        """Check room, write a plan's episodes, commit it (nothing changes when it raises)."""
         self.check_room(plan.n, plan.num_episodes, what)
         self._write_plan(env_id, plan)
         self.open[env_id] = state

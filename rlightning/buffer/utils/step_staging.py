@@ -20,15 +20,16 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import torch
 
-from rlightning.buffer.utils.open_episodes import Chunk
+from rlightning.buffer.utils.open_episodes import Chunk, OpenEpisodes, WritePlan
 from rlightning.buffer.utils.record_chunks import stored_name
 from rlightning.types.record import NEXT, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
 
 __all__ = ["StepStaging"]
 
 _FLAGS = (REWARD, TERMINATED, TRUNCATED)
-#: Columns staged before the staging is written out even though no episode closed.
+#: Columns of a first allocation; a full staging doubles while it holds under `STAGE_BYTES`, else is written out.
 STAGE_STEPS = 64
+STAGE_BYTES = 8 << 20
 
 
 def _key(key: Any) -> Tuple[str, ...]:
@@ -56,9 +57,9 @@ class StepStaging:
         self.layout: Optional[List[Tuple[str, Any, bool]]] = None
         self.has_value = False
         self.valid = np.zeros((self.n, self.cap), bool)
-        self.raw_done = np.zeros((self.n, self.cap), bool)
         self.raw_reward = np.zeros((self.n, self.cap), np.float64)
-        self.bad = np.zeros((self.n, self.cap), bool)
+        #: Column -> ``[N]`` rows the NaN guard drops there.
+        self.bad: Dict[int, np.ndarray] = {}
         self.boot: Optional[np.ndarray] = None
 
     # ------------------------------------------------------------------ layout
@@ -127,17 +128,35 @@ class StepStaging:
         np.logical_or(term, trunc, out=done)
         valid = self.valid[:, t]
         np.logical_not(np.logical_or(step[TERMINATED], step[TRUNCATED]), out=valid)
-        self.raw_done[:, t] = done
         self.raw_reward[:, t] = raw_reward
         if self.boot is not None:
             self.boot[:, t] = next_step[VALUE].reshape(self.n, -1)[:, 0]
-        flush = t + 1 >= self.cap or bool((done & valid).any())
-        if drop is not None:
-            self.bad[:, t] = drop
-            flush = flush or bool(drop.any())
-        else:
-            self.bad[:, t] = False
-        return flush
+        self.bad.pop(t, None)
+        if drop is not None and drop.any():
+            self.bad[t] = drop
+            return True
+        if (done & valid).any():
+            return True
+        return t + 1 >= self.cap and not self._grow()
+
+    def _grow(self) -> bool:
+        """Double the columns of a full staging while it stays under `STAGE_BYTES` (False: write it out)."""
+        row = sum(a[0, 0].nbytes for a in self.data.values()) + 16
+        if self.n * self.cap * 2 * row > STAGE_BYTES:
+            return False
+        t, cap = self.t + 1, self.cap * 2
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.empty_like(a, shape=(self.n, cap) + a.shape[2:])
+            out[:, :t] = a[:, :t]
+            return out
+
+        self.data = {name: grown(a) for name, a in self.data.items()}
+        self.valid, self.raw_reward = grown(self.valid), grown(self.raw_reward)
+        if self.boot is not None:
+            self.boot = grown(self.boot)
+        self.cap = cap
+        return True
 
     def advance(self) -> None:
         """Count the column written by `put`."""
@@ -159,7 +178,7 @@ class StepStaging:
 
         data = {name: cols(a) for name, a in self.data.items()}
         valid = mask(self.valid)
-        raw_done = mask(self.raw_done)
+        raw_done = mask(self.data["done"])
         if self.close_on_done:
             kept = valid.clone()
             done = raw_done & valid
@@ -167,19 +186,90 @@ class StepStaging:
             kept = torch.ones(n, t, dtype=torch.bool)
             done = torch.zeros(n, t, dtype=torch.bool)
         boot = None if self.boot is None else mask(self.boot)
-        bad_np = self.bad[:, :t]
-        bad = torch.from_numpy(bad_np.copy()) if bad_np.any() else None
+        bad = None
+        if any(c < t for c in self.bad):
+            bad = torch.zeros(n, t, dtype=torch.bool)
+            for c, rows in self.bad.items():
+                if c < t:
+                    bad[:, c] = torch.from_numpy(rows)
         chunk = Chunk(data, n, t, kept, done, boot)
         return chunk, bad, mask(self.raw_reward), raw_done.clone(), valid.clone()
 
-    def written(self, t: int) -> None:
-        """The first ``t`` columns were written out: start again (new arrays where the writer may hold them)."""
-        if self.layout is not None and (self.n == 1 or t >= self.cap):
+    def plan_closed(self, t: int, state: Optional[OpenEpisodes]) -> Optional[WritePlan]:
+        """The write plan of the first ``t`` columns when they close every episode they hold, else None.
+
+        The common case of a few sub-envs: the env's open episodes hold no step (``state`` has no
+        chunk and drops no row), no row is dropped, and each row's steps end with its last done
+        step. Every kept step is then written, in row-major order (each row's episodes by time),
+        straight from the staging; nothing of it is held afterwards. Planned in numpy: a handful of
+        array ops instead of the chunk machinery's torch ops.
+        """
+        if not self.close_on_done or any(c < t for c in self.bad):
+            return None
+        if state is not None and (state.n != self.n or state.chunks or bool(state.dropping.any())):
+            return None
+        valid = self.valid[:, :t]
+        done = self.data["done"][:, :t] & valid
+        before_last = np.logical_or.accumulate(done[:, ::-1], axis=1)[:, ::-1]
+        if (valid & ~before_last).any():
+            return None
+        n, cap = self.n, self.cap
+        t0 = state.t if state is not None else 0
+        end = t0 + t
+        idx = np.flatnonzero(valid)
+        count = idx.shape[0]
+        flat = (idx // t) * cap + idx % t
+        data = {name: torch.from_numpy(a.reshape((n * cap,) + a.shape[2:])) for name, a in self.data.items()}
+        chunk = Chunk(data, n, t, torch.from_numpy(valid.copy()), torch.from_numpy(done), None, t0, cap)
+        ends = np.flatnonzero(done.reshape(-1)[idx])
+        lengths = np.diff(ends, prepend=-1).astype(np.int64)
+        boot = None
+        if self.boot is not None:
+            boot = torch.from_numpy(self.boot.reshape(-1)[flat[ends]])
+        ret = torch.zeros(n, dtype=torch.float64) if state is None else state.ret
+        length = torch.zeros(n, dtype=torch.int64) if state is None else state.len
+        stats: List[Tuple[int, float, int]] = []
+        if count:
+            rows = idx[ends] // t
+            starts = ends - lengths + 1
+            returns = np.add.reduceat(self.raw_reward.reshape(-1)[flat], starts) if ends.size else np.zeros(0)
+            first = np.ones(rows.shape[0], bool)
+            first[1:] = rows[1:] != rows[:-1]
+            returns = returns + np.where(first, ret.numpy()[rows], 0.0)
+            lens = lengths + np.where(first, length.numpy()[rows], 0)
+            stats = list(zip(rows.tolist(), returns.tolist(), lens.tolist()))[-100:]
+            closed_np = np.zeros(n, bool)
+            closed_np[rows] = True
+            closed = torch.from_numpy(closed_np)
+            ret = torch.where(closed, torch.zeros((), dtype=torch.float64), ret)
+            length = torch.where(closed, torch.zeros((), dtype=torch.int64), length)
+        plan = WritePlan(
+            [(chunk, torch.from_numpy(flat))] if count else [],
+            int(count),
+            torch.arange(int(count)),
+            lengths,
+            boot,
+            torch.full((n,), end, dtype=torch.int64),
+            torch.zeros(n, dtype=torch.bool),
+            chunk=chunk,
+        )
+        plan.stats, plan.acc = stats, (ret, length)
+        return plan
+
+    def written(self, t: int, shared: bool = True) -> None:
+        """The first ``t`` columns were written out: start again (new arrays where the writer may hold them).
+
+        Args:
+            t: Columns written.
+            shared: The writer may hold views of the staging (a chunk from `chunk`, not `plan_closed`).
+        """
+        if shared and self.layout is not None and (self.n == 1 or t >= self.cap):
             shapes = {name: a[:, :1] for name, a in self.data.items()}
             self.data = {name: np.empty_like(a, shape=(self.n, self.cap) + a.shape[2:]) for name, a in shapes.items()}
             if self.boot is not None:
                 self.boot = np.empty_like(self.boot)
         self.t = 0
+        self.bad.clear()
 
     @property
     def pending(self) -> int:
