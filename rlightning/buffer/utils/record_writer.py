@@ -261,7 +261,7 @@ class RecordWriter:
         copies = 0
         for chunk, idx in plan.sources:
             k = idx.numel()
-            made = ring.copy_rows_to(chunk.data, idx, dst[offset : offset + k])
+            made = max(ring.copy_rows_to(keys, rows, dst[offset : offset + k]) for keys, rows in chunk.groups(idx))
             self.rows_by_copies[made] += k
             copies = max(copies, made)
             offset += k
