@@ -29,7 +29,7 @@ def _same(a, b):
     assert _recent(a) == _recent(b)
 
 
-@pytest.mark.parametrize("num_envs, lengths", [(1, [9]), (3, [2, 5, 4]), (3, [6, 6, 6])])  # the numpy plan: 1 and 3
+@pytest.mark.parametrize("num_envs, lengths", [(1, [9]), (3, [2, 5, 4]), (3, [6, 6, 6]), (4, [70, 3, 90, 5])])
 @pytest.mark.parametrize("gae", [False, True])
 def test_numpy_planned_flushes_store_what_the_chunk_path_stores(monkeypatch, num_envs, lengths, gae):
     kwargs = {"postprocess_fn": make_gae_postprocess_fn(0.9, 0.8)} if gae else {}
@@ -47,7 +47,7 @@ def test_numpy_planned_flushes_store_what_the_chunk_path_stores(monkeypatch, num
     last_a = rollout(fast, env_a, 80)
     monkeypatch.setattr(StepStaging, "plan_closed", lambda self, t, state: None)
     last_b = rollout(chunked, env_b, 80)
-    assert any(planned) == (len(set(lengths)) == 1)  # the numpy plan: rows that all end together
+    assert any(planned)  # the numpy plan was used
     _same(fast, chunked)
     assert check_transitions(fast.get_data(), lengths, [0]) == 0
     fast.truncate_episodes([last_a])

@@ -159,19 +159,26 @@ class RecordWriter:
     def _flush(self, env_id: str, stg: StepStaging, t: int, what: str) -> None:
         plan = stg.plan_closed(t, self.open.get(env_id))
         if plan is None:
-            chunk, bad, raw_reward, raw_done, valid = stg.chunk(t)
-            self._write_chunk(env_id, chunk, bad, raw_reward, raw_done, valid, what)
-            stg.written(t)
+            self._hand_over(env_id, stg, t, what)
             return
         self._apply(env_id, self.open_episodes(env_id, stg.n), plan, what)
-        stg.written(t, shared=False)
+        if not stg.closed(t):
+            self._hand_over(env_id, stg, stg.t, what)  # open steps only: nothing is written, nothing can fail
 
     def sync(self, env_ids: Optional[List[str]] = None) -> None:
         """Hand the staged per-step adds of these envs (None: all) to their open episodes."""
         for env_id in self.staged if env_ids is None else env_ids:
             stg = self.staged.get(env_id)
             if stg is not None and stg.t:
-                self._flush(env_id, stg, stg.t, f"env {env_id!r} step")
+                self._hand_over(env_id, stg, stg.t, f"env {env_id!r} step")
+
+    def _hand_over(self, env_id: str, stg: StepStaging, t: int, what: str) -> None:
+        state = self.open.get(env_id)
+        if state is not None and stg.open_start.any():  # the staging held the open steps: the state holds none
+            state.open_start = torch.full((state.n,), state.t, dtype=torch.int64)
+        chunk, bad, raw_reward, raw_done, valid = stg.chunk(t)
+        self._write_chunk(env_id, chunk, bad, raw_reward, raw_done, valid, what)
+        stg.written(t)
 
     def _write_chunk(
         self,
@@ -212,9 +219,12 @@ class RecordWriter:
             self.open[env_id].commit(plan)
 
     def pending_transitions(self) -> int:
-        """Steps of every open episode."""
-        self.sync()
-        return sum(s.pending_transitions for s in self.open.values())
+        """Steps of every open episode (staged ones included)."""
+        staged = 0
+        for env_id, stg in self.staged.items():
+            state = self.open.get(env_id)
+            staged += stg.pending_steps(state.dropping if state is not None else None)
+        return staged + sum(s.pending_transitions for s in self.open.values())
 
     # ------------------------------------------------------------------ writing
 

@@ -61,6 +61,9 @@ class StepStaging:
         #: Column -> ``[N]`` rows the NaN guard drops there.
         self.bad: Dict[int, np.ndarray] = {}
         self.boot: Optional[np.ndarray] = None
+        #: Per row, the first column not written yet (the columns before it were stored by `plan_closed`).
+        self.open_start = np.zeros(self.n, np.int64)
+        self._next_open: Optional[np.ndarray] = None
 
     # ------------------------------------------------------------------ layout
 
@@ -137,14 +140,32 @@ class StepStaging:
             return True
         if (done & valid).any():
             return True
-        return t + 1 >= self.cap and not self._grow()
+        return not self._make_room(t + 1)
 
-    def _grow(self) -> bool:
+    def _make_room(self, cols: int) -> bool:
+        """Room for a column after the ``cols`` used ones: compact, else grow (False: write the staging out)."""
+        return cols < self.cap or self._compact(cols) or self._grow(cols)
+
+    def _compact(self, t: int) -> bool:
+        """Drop the leading columns every row has written (False: there are none)."""
+        m = int(self.open_start.min())
+        if m == 0:
+            return False
+        arrays = list(self.data.values()) + [self.valid, self.raw_reward]
+        if self.boot is not None:
+            arrays.append(self.boot)
+        for a in arrays:
+            a[:, : t - m] = a[:, m:t].copy()
+        self.open_start -= m
+        self.t -= m
+        return True
+
+    def _grow(self, t: int) -> bool:
         """Double the columns of a full staging while it stays under `STAGE_BYTES` (False: write it out)."""
         row = sum(a[0, 0].nbytes for a in self.data.values()) + 16
         if self.n * self.cap * 2 * row > STAGE_BYTES:
             return False
-        t, cap = self.t + 1, self.cap * 2
+        cap = self.cap * 2
 
         def grown(a: np.ndarray) -> np.ndarray:
             out = np.empty_like(a, shape=(self.n, cap) + a.shape[2:])
@@ -179,6 +200,9 @@ class StepStaging:
         data = {name: cols(a) for name, a in self.data.items()}
         valid = mask(self.valid)
         raw_done = mask(self.data["done"])
+        if self.open_start.any():  # columns already written by `plan_closed` are no step of this chunk
+            live = torch.from_numpy(np.arange(t)[None, :] >= self.open_start[:, None])
+            valid, raw_done = valid & live, raw_done & live
         if self.close_on_done:
             kept = valid.clone()
             done = raw_done & valid
@@ -196,43 +220,45 @@ class StepStaging:
         return chunk, bad, mask(self.raw_reward), raw_done.clone(), valid.clone()
 
     def plan_closed(self, t: int, state: Optional[OpenEpisodes]) -> Optional[WritePlan]:
-        """The write plan of the first ``t`` columns when they close every episode they hold, else None.
+        """The write plan of the episodes that close in the first ``t`` columns, or None (use `chunk`).
 
-        The common case of a few sub-envs: the env's open episodes hold no step (``state`` has no
-        chunk and drops no row), no row is dropped, and each row's steps end with its last done
-        step. Every kept step is then written, in row-major order (each row's episodes by time),
-        straight from the staging; nothing of it is held afterwards. Planned in numpy: a handful of
-        array ops instead of the chunk machinery's torch ops.
+        Applies while the staging holds the env's open episodes by itself: ``state`` holds no step and
+        drops no row, no row is dropped here, done flags close episodes. Each row's steps up to its
+        last done step are written, in row-major order (each row's episodes by time), straight from
+        the staging; its later steps stay staged (`closed` moves the row's open start past them).
+        Planned in numpy: a handful of array ops instead of the chunk machinery's torch ops.
         """
         if not self.close_on_done or any(c < t for c in self.bad):
             return None
         if state is not None and (state.n != self.n or state.chunks or bool(state.dropping.any())):
             return None
-        valid = self.valid[:, :t]
-        done = self.data["done"][:, :t] & valid
-        before_last = np.logical_or.accumulate(done[:, ::-1], axis=1)[:, ::-1]
-        if (valid & ~before_last).any():
-            return None
         n, cap = self.n, self.cap
-        t0 = state.t if state is not None else 0
-        end = t0 + t
-        idx = np.flatnonzero(valid)
+        live = np.arange(t)[None, :] >= self.open_start[:, None]
+        valid = self.valid[:, :t] & live
+        done = self.data["done"][:, :t] & valid
+        closed_upto = np.logical_or.accumulate(done[:, ::-1], axis=1)[:, ::-1]
+        write = valid & closed_upto
+        idx = np.flatnonzero(write)
         count = idx.shape[0]
         flat = (idx // t) * cap + idx % t
-        data = {name: torch.from_numpy(a.reshape((n * cap,) + a.shape[2:])) for name, a in self.data.items()}
-        chunk = Chunk(data, n, t, torch.from_numpy(valid.copy()), torch.from_numpy(done), None, t0, cap)
         ends = np.flatnonzero(done.reshape(-1)[idx])
         lengths = np.diff(ends, prepend=-1).astype(np.int64)
+        rows = idx[ends] // t
+        nxt = self.open_start.copy()
+        nxt[rows] = idx[ends] % t + 1
+        self._next_open = nxt
+        t0 = state.t if state is not None else 0
+        data = {name: torch.from_numpy(a.reshape((n * cap,) + a.shape[2:])) for name, a in self.data.items()}
+        chunk = Chunk(data, n, t, torch.from_numpy(write), torch.from_numpy(done), None, t0, cap)
         boot = None
         if self.boot is not None:
             boot = torch.from_numpy(self.boot.reshape(-1)[flat[ends]])
         ret = torch.zeros(n, dtype=torch.float64) if state is None else state.ret
         length = torch.zeros(n, dtype=torch.int64) if state is None else state.len
         stats: List[Tuple[int, float, int]] = []
-        if count:
-            rows = idx[ends] // t
+        if ends.size:
             starts = ends - lengths + 1
-            returns = np.add.reduceat(self.raw_reward.reshape(-1)[flat], starts) if ends.size else np.zeros(0)
+            returns = np.add.reduceat(self.raw_reward.reshape(-1)[flat], starts)
             first = np.ones(rows.shape[0], bool)
             first[1:] = rows[1:] != rows[:-1]
             returns = returns + np.where(first, ret.numpy()[rows], 0.0)
@@ -249,12 +275,37 @@ class StepStaging:
             torch.arange(int(count)),
             lengths,
             boot,
-            torch.full((n,), end, dtype=torch.int64),
+            torch.full((n,), t0 + t, dtype=torch.int64),  # the open steps are the staging's, not the state's
             torch.zeros(n, dtype=torch.bool),
             chunk=chunk,
         )
         plan.stats, plan.acc = stats, (ret, length)
         return plan
+
+    def closed(self, t: int) -> bool:
+        """The plan of `plan_closed` over ``t`` columns was written: count them, move the rows' open starts.
+
+        Returns:
+            False when a full staging has no room left (hand it over to the open episodes).
+        """
+        self.t = t
+        self.open_start = self._next_open
+        self._next_open = None
+        if int(self.open_start.min()) >= t:  # every staged step is stored: start again at column 0
+            self.t = 0
+            self.open_start[:] = 0
+            self.bad.clear()
+        return self._make_room(self.t)
+
+    def pending_steps(self, dropping: Optional[torch.Tensor]) -> int:
+        """Staged steps of open episodes (rows not ``dropping``)."""
+        t = self.t
+        kept = np.arange(t)[None, :] >= self.open_start[:, None]
+        if self.close_on_done:
+            kept &= self.valid[:, :t]
+        if dropping is not None:
+            kept &= ~dropping.numpy()[:, None]
+        return int(kept.sum())
 
     def written(self, t: int, shared: bool = True) -> None:
         """The first ``t`` columns were written out: start again (new arrays where the writer may hold them).
@@ -269,6 +320,7 @@ class StepStaging:
             if self.boot is not None:
                 self.boot = np.empty_like(self.boot)
         self.t = 0
+        self.open_start[:] = 0
         self.bad.clear()
 
     @property
