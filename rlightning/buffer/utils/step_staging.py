@@ -64,6 +64,7 @@ class StepStaging:
         #: Per row, the first column not written yet (the columns before it were stored by `plan_closed`).
         self.open_start = np.zeros(self.n, np.int64)
         self._next_open: Optional[np.ndarray] = None
+        self._views: Optional[Tuple[Dict[str, np.ndarray], Dict[str, torch.Tensor]]] = None
 
     # ------------------------------------------------------------------ layout
 
@@ -220,55 +221,45 @@ class StepStaging:
         return chunk, bad, mask(self.raw_reward), raw_done.clone(), valid.clone()
 
     def plan_closed(self, t: int, state: Optional[OpenEpisodes]) -> Optional[WritePlan]:
-        """The write plan of the episodes that close in the first ``t`` columns, or None (use `chunk`).
+        """The write plan of the episodes that close at column ``t - 1``, or None (hand over with `chunk`).
 
         Applies while the staging holds the env's open episodes by itself: ``state`` holds no step and
-        drops no row, no row is dropped here, done flags close episodes. Each row's steps up to its
-        last done step are written, in row-major order (each row's episodes by time), straight from
-        the staging; its later steps stay staged (`closed` moves the row's open start past them).
-        Planned in numpy: a handful of array ops instead of the chunk machinery's torch ops.
+        drops no row, no row is dropped here, done flags close episodes, and no episode closes before
+        column ``t - 1`` (every close is written when it is staged). The closing rows' staged steps are
+        written, in row-major order (each row's episode by time), straight from the staging; the other
+        rows' steps stay staged (`closed` moves the closing rows' open starts past theirs). Planned in
+        numpy on the closing rows only: a handful of array ops instead of the chunk machinery's torch ops.
         """
-        if not self.close_on_done or any(c < t for c in self.bad):
+        if not self.close_on_done or t == 0 or any(c < t for c in self.bad):
             return None
         if state is not None and (state.n != self.n or state.chunks or bool(state.dropping.any())):
             return None
         n, cap = self.n, self.cap
-        live = np.arange(t)[None, :] >= self.open_start[:, None]
-        valid = self.valid[:, :t] & live
-        done = self.data["done"][:, :t] & valid
-        closed_upto = np.logical_or.accumulate(done[:, ::-1], axis=1)[:, ::-1]
-        write = valid & closed_upto
-        idx = np.flatnonzero(write)
-        count = idx.shape[0]
-        flat = (idx // t) * cap + idx % t
-        ends = np.flatnonzero(done.reshape(-1)[idx])
-        lengths = np.diff(ends, prepend=-1).astype(np.int64)
-        rows = idx[ends] // t
+        last = t - 1
+        rows = np.flatnonzero(self.data["done"][:, last] & self.valid[:, last] & (self.open_start <= last))
+        steps = self.valid[rows, :t] & (np.arange(t)[None, :] >= self.open_start[rows, None])
+        if (self.data["done"][rows, :last] & steps[:, :last]).any():
+            return None  # an earlier close was not written: the chunk machinery sorts it out
+        rr, cc = np.nonzero(steps)
+        flat = rows[rr] * cap + cc
+        count = flat.shape[0]
+        lengths = steps.sum(1).astype(np.int64)
         nxt = self.open_start.copy()
-        nxt[rows] = idx[ends] % t + 1
+        nxt[rows] = t
         self._next_open = nxt
         t0 = state.t if state is not None else 0
-        data = {name: torch.from_numpy(a.reshape((n * cap,) + a.shape[2:])) for name, a in self.data.items()}
-        chunk = Chunk(data, n, t, torch.from_numpy(write), torch.from_numpy(done), None, t0, cap)
-        boot = None
-        if self.boot is not None:
-            boot = torch.from_numpy(self.boot.reshape(-1)[flat[ends]])
+        chunk = Chunk(self._flat_views(), n, t, torch.zeros(n, t, dtype=torch.bool), None, None, t0, cap)
+        boot = None if self.boot is None else torch.from_numpy(self.boot[rows, last])
         ret = torch.zeros(n, dtype=torch.float64) if state is None else state.ret
         length = torch.zeros(n, dtype=torch.int64) if state is None else state.len
         stats: List[Tuple[int, float, int]] = []
-        if ends.size:
-            starts = ends - lengths + 1
-            returns = np.add.reduceat(self.raw_reward.reshape(-1)[flat], starts)
-            first = np.ones(rows.shape[0], bool)
-            first[1:] = rows[1:] != rows[:-1]
-            returns = returns + np.where(first, ret.numpy()[rows], 0.0)
-            lens = lengths + np.where(first, length.numpy()[rows], 0)
+        if rows.size:
+            returns = np.where(steps, self.raw_reward[rows, :t], 0.0).sum(1) + ret.numpy()[rows]
+            lens = lengths + length.numpy()[rows]
             stats = list(zip(rows.tolist(), returns.tolist(), lens.tolist()))[-100:]
-            closed_np = np.zeros(n, bool)
-            closed_np[rows] = True
-            closed = torch.from_numpy(closed_np)
-            ret = torch.where(closed, torch.zeros((), dtype=torch.float64), ret)
-            length = torch.where(closed, torch.zeros((), dtype=torch.int64), length)
+            ret, length = ret.clone(), length.clone()
+            ret[rows] = 0.0
+            length[rows] = 0
         plan = WritePlan(
             [(chunk, torch.from_numpy(flat))] if count else [],
             int(count),
@@ -281,6 +272,16 @@ class StepStaging:
         )
         plan.stats, plan.acc = stats, (ret, length)
         return plan
+
+    def _flat_views(self) -> Dict[str, torch.Tensor]:
+        """The staging arrays as ``[N * cap, ...]`` tensors (made once per allocation)."""
+        views = self._views
+        if views is None or views[0] is not self.data:
+            flat = {
+                name: torch.from_numpy(a.reshape((self.n * self.cap,) + a.shape[2:])) for name, a in self.data.items()
+            }
+            views = self._views = (self.data, flat)
+        return views[1]
 
     def closed(self, t: int) -> bool:
         """The plan of `plan_closed` over ``t`` columns was written: count them, move the rows' open starts.
