@@ -189,10 +189,12 @@ class RowRing:
                 if k in source:
                     torch.index_select(self._cast(source[k], out), 0, i, out=out[d0 : d0 + n])
             return 1
-        step = ((idx[1:] - idx[:-1]) == 1) & ((dst[1:] - dst[:-1]) == 1)
-        starts = torch.cat([torch.zeros(1, dtype=torch.int64), (~step).nonzero().squeeze(1) + 1])
-        runs = starts.numel()
-        if runs * 8 <= n and self._row_bytes() >= self.run_copy_min_bytes:
+        runs = n
+        if self._row_bytes() >= self.run_copy_min_bytes:
+            step = ((idx[1:] - idx[:-1]) == 1) & ((dst[1:] - dst[:-1]) == 1)
+            starts = torch.cat([torch.zeros(1, dtype=torch.int64), (~step).nonzero().squeeze(1) + 1])
+            runs = starts.numel()
+        if runs * 8 <= n:
             bounds = torch.cat([starts, torch.tensor([n])]).tolist()
             src_at = idx.index_select(0, starts).tolist()
             dst_at = dst.index_select(0, starts).tolist()
