@@ -31,11 +31,10 @@ __all__ = ["SeedEdge"]
 
 @dataclass
 class _Pending:
-    """The newest step of one env (waiting for the next EnvRet), its row count and episode counters."""
+    """The newest step of one env (waiting for the next EnvRet) and its row count."""
 
     step: Dict[str, np.ndarray]
     num_envs: int
-    episode_id: np.ndarray
 
 
 def _stateful(p: Any) -> bool:
@@ -115,7 +114,6 @@ class SeedEdge:
             step = self.preprocess_fn(env_ret, policy_resp, **self.pipeline)
             step = self.checks.check_step(env_id, step, num_envs, single)
             drop = self.checks.nan_rows(env_id, step)
-            done_now = step["terminated"] | step["truncated"]
             if prev is not None:
                 self._write(env_id, prev, step, env_ret, drop)
             elif drop is not None:
@@ -127,8 +125,7 @@ class SeedEdge:
             for p, state in states:
                 p.load_state_dict(state)
             raise
-        ids = np.zeros(num_envs, np.int64) if prev is None else prev.episode_id + done_now
-        self.pending[env_id] = _Pending(step, num_envs, ids)
+        self.pending[env_id] = _Pending(step, num_envs)
         self.seen.add(env_id)
 
     def _write(
@@ -139,9 +136,7 @@ class SeedEdge:
         env_ret: EnvRet,
         drop: Optional[np.ndarray],
     ) -> None:
-        raw_reward = to_numpy(env_ret.last_reward).astype(np.float64).reshape(-1)
-        if raw_reward.shape[0] != prev.num_envs:
-            raw_reward = np.broadcast_to(raw_reward, (prev.num_envs,))
+        raw_reward = to_numpy(env_ret.last_reward).reshape(-1)  # one per row, or one for all
         what = f"env {env_id!r} step"
         self.writer.stage_step(env_id, prev.num_envs, prev.step, step, raw_reward, drop, self.close_on_done, what)
 

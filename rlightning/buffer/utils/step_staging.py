@@ -110,7 +110,7 @@ class StepStaging:
         Args:
             step: The checked step dict the action was chosen on (observation, action, extras, its flags).
             next_step: The next checked step dict (next observation, reward and flags of the action, value).
-            raw_reward: ``[N]`` float64 rewards as the env gave them (for episode stats).
+            raw_reward: ``[N]`` (or ``[1]``) rewards as the env gave them (for episode stats).
             drop: ``[N]`` rows whose episode the NaN guard drops, or None.
 
         Returns:
