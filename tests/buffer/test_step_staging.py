@@ -95,3 +95,21 @@ def test_episode_stats_without_auto_truncation_come_from_the_staging():
         mine = [(r, n) for env_id, r, n in _recent(st) if env_id == f"{env.env_id}/{row}"]
         want = sum(reward_for(row, s) for s in range(1, length + 1))
         assert len(mine) >= 5 and all(n == length and np.isclose(r, want) for r, n in mine)
+
+
+def test_a_refused_close_leaves_the_staged_episode_whole():
+    from rlightning.buffer.utils import StorageFullError
+    from tests.support.buffer_fakes import respond
+
+    env = FakeVecEnv(num_envs=1, lengths=[4])
+    st = Storage(5, "standard", "transition", [env.meta], "cpu", seed=0)
+    env_ret = rollout(st, env, 9)  # the first episode stored, the second one's last step is next
+    assert len(st) == 4 and st.stats()["in_progress"] == 4
+    resp = respond(env_ret)
+    with pytest.raises(StorageFullError, match=r"capacity 5 transitions, size 4, env 'Fake-0' step needs 4 more"):
+        st.add_transition(env_ret, resp)
+    assert len(st) == 4 and st.stats()["in_progress"] == 4  # nothing lost, nothing stored
+    st.clear()
+    st.add_transition(env_ret, resp)  # the same step again, with room
+    assert len(st) == 4 and check_transitions(st.get_data(), env.lengths) == 0
+    assert st.get_data()["obs"][:, 1].tolist() == [1.0] * 4  # the second episode, whole

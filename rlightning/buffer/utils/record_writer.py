@@ -13,10 +13,10 @@ stores them:
   writes larger than the capacity): the episodes are gathered into one
   contiguous batch, post-processed and written (one more copy).
 
-Per-step adds (the seed edge) are staged per env in numpy (`StepStaging`)
-and handed over as one chunk when an episode closes; every method that reads
-open episodes (pending counts, truncation, a record of the same env) writes
-the staged steps out first.
+Per-step adds (the seed edge) are staged per env in numpy (`StepStaging`):
+a step that closes episodes writes them from the staging (or hands the
+staged steps over as one chunk); methods that need the open episodes here
+(truncation, a record of the same env) hand the staged steps over first.
 
 Invalid steps are never stored; a standard-mode storage that has no room
 raises `StorageFullError` before anything changes.

@@ -1,16 +1,21 @@
-"""`StepStaging`: per-step adds of one env staged in numpy until an episode closes.
+"""`StepStaging`: per-step adds of one env staged in numpy, written when their episodes close.
 
 The seed edge (`Storage.add_transition`, `add_data_async`) gets one env step at
 a time. Running the chunk machinery of `OpenEpisodes` on every one-column
 record costs some 35-60 small torch ops per step; instead each step's stored
 keys are written into one column of preallocated ``[N, cap, ...]`` numpy
-arrays (a few slice assignments), and the staged columns become one ``[N, T]``
-`Chunk` for the `RecordWriter` only when a step closes an episode (a done
-row, or a row dropped by the NaN guard), when the staging is full, or when a
-reader needs the open episodes (pending counts, truncation, a record of the
-same env). The chunk is the same as the one the converter
-(`rlightning.types.record.record_leaves`, `chunk_from_leaves`) gives for those
-steps, so the stored transitions are the same.
+arrays (a few slice assignments). The staging holds the env's open episodes
+by itself (a per-row open start): when a step closes episodes, the closing
+rows' steps are written straight from the staging, planned in numpy
+(`plan_closed`), and the other rows' steps stay staged; written leading
+columns are dropped when the staging is full, else it doubles (up to
+`STAGE_BYTES`). The staged columns become one ``[N, T]`` `Chunk` handed to
+the env's `OpenEpisodes` (`chunk`) when the numpy plan does not apply (a
+row dropped by the NaN guard, episodes that do not close on done, steps the
+open episodes already hold) and when a reader needs them there (truncation,
+a record of the same env). What is stored is what the converter
+(`rlightning.types.record.record_leaves`, `chunk_from_leaves`) and the chunk
+machinery store for those steps.
 """
 
 from __future__ import annotations
