@@ -180,8 +180,9 @@ class RowRing:
         if n == 0:
             return 0
         on_dev = self._on_cpu and all(v.device.type == "cpu" for v in source.values())
-        if not on_dev:
-            source = {k: v.to(self.device) for k, v in source.items()}
+        if not on_dev:  # another device: move only the rows written (a chunk or a staging holds more)
+            source = {k: v.index_select(0, idx.to(v.device)).to(self.device) for k, v in source.items()}
+            idx = torch.arange(n)
         d0 = int(dst[0])
         if n == 1 or int(dst[-1]) - d0 == n - 1 and bool(((dst[1:] - dst[:-1]) == 1).all()):  # contiguous dst
             i = idx if on_dev else idx.to(self.device)
