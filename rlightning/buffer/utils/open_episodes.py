@@ -142,6 +142,8 @@ class WritePlan:
     chunk: Optional[Chunk] = None
     stats: List[Tuple[int, float, int]] = field(default_factory=list)
     acc: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+    #: ``perm`` is the identity (the steps are in episode order already).
+    ordered: bool = False
 
     @property
     def num_episodes(self) -> int:

@@ -265,8 +265,11 @@ class RecordWriter:
         pos = store.claim(plan.n)
         # Episode order in the ring (each episode contiguous): write step j of the plan to slots_e[inv[j]].
         slots_e = (torch.arange(plan.n) + pos) % self.capacity
-        dst = torch.empty(plan.n, dtype=torch.int64)
-        dst[plan.perm] = slots_e
+        if plan.ordered:
+            dst = slots_e
+        else:
+            dst = torch.empty(plan.n, dtype=torch.int64)
+            dst[plan.perm] = slots_e
         offset = 0
         copies = 0
         for chunk, idx in plan.sources:

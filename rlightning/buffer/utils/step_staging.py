@@ -32,6 +32,7 @@ from rlightning.types.record import NEXT, OBS, REWARD, TERMINATED, TRUNCATED, VA
 __all__ = ["StepStaging"]
 
 _FLAGS = (REWARD, TERMINATED, TRUNCATED)
+_NO_MASK = torch.zeros(0, 0, dtype=torch.bool)
 #: Columns of a first allocation; a full staging doubles while it holds under `STAGE_BYTES`, else is written out.
 STAGE_STEPS = 64
 STAGE_BYTES = 8 << 20
@@ -253,7 +254,7 @@ class StepStaging:
         nxt[rows] = t
         self._next_open = nxt
         t0 = state.t if state is not None else 0
-        chunk = Chunk(self._flat_views(), n, t, torch.zeros(n, t, dtype=torch.bool), None, None, t0, cap)
+        chunk = Chunk(self._flat_views(), n, t, _NO_MASK, _NO_MASK, None, t0, cap)  # written, never held
         boot = None if self.boot is None else torch.from_numpy(self.boot[rows, last])
         ret = torch.zeros(n, dtype=torch.float64) if state is None else state.ret
         length = torch.zeros(n, dtype=torch.int64) if state is None else state.len
@@ -275,7 +276,7 @@ class StepStaging:
             torch.zeros(n, dtype=torch.bool),
             chunk=chunk,
         )
-        plan.stats, plan.acc = stats, (ret, length)
+        plan.stats, plan.acc, plan.ordered = stats, (ret, length), True
         return plan
 
     def _flat_views(self) -> Dict[str, torch.Tensor]:
