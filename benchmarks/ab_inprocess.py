@@ -10,6 +10,19 @@ Run it once per tree, alternating trees (``PYTHONPATH`` names the tree whose rli
 alternating windows. ``buffer``: ``DataBuffer.sample(256)`` on a full buffer against one
 ``randint`` + ``index_select`` per key on a filled copy of the same tensors. Each prints the
 median of the per-round ratios (ours / limit); compare the ratios of the two trees, not rates.
+
+``transition`` loads the rlightning of several trees into one process (each tree's modules
+imported apart) and times ``Storage.add_transition`` of each in alternating windows::
+
+    python benchmarks/ab_inprocess.py transition --trees <old tree>,<new tree> --envs 1,64
+
+It prints each tree's median microseconds per call and the median per-round ratio to the
+first tree (CartPole-like steps, a 2 % chance per step that an episode ends, values in the
+responses, the default post-process). ``rollout`` does the same for ``Storage.add_rollout`` of
+``[N, T]`` records laid out as the env worker lays them out (``obs`` and ``next.obs`` views of
+one ``[N, T + 1]`` array; trees that have ``add_rollout``)::
+
+    python benchmarks/ab_inprocess.py rollout --trees <old tree>,<new tree> --kinds cartpole,image
 """
 
 from __future__ import annotations
@@ -149,9 +162,153 @@ def _buffer_kind(torch, ReplayBuffer, BufferConfig, label: str, kind: str, round
     print(f"{label} buffer sample {kind}: ours / limit median {statistics.median(ratios):.2f} ({per})", flush=True)
 
 
+def _load_tree(tree: str) -> dict:
+    """Import ``tree``'s rlightning apart from any other tree's: its Storage, EnvRet and PolicyResponse."""
+    import importlib
+
+    saved = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+    for k in saved:
+        del sys.modules[k]
+    sys.path.insert(0, os.path.abspath(tree))
+    try:
+        storage = importlib.import_module("rlightning.buffer.utils.storage")
+        types = importlib.import_module("rlightning.types")
+        mine = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+    finally:
+        sys.path.remove(os.path.abspath(tree))
+        for k in mine:
+            del sys.modules[k]
+        sys.modules.update(saved)
+    return {"Storage": storage.Storage, "EnvRet": types.EnvRet, "PolicyResponse": types.PolicyResponse}
+
+
+def transition(trees, envs, calls: int, rounds: int) -> None:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    mods = [_load_tree(t) for t in trees]
+    for num_envs in envs:
+        _transition_case(np, mods, trees, num_envs, calls, rounds)
+
+
+def _transition_case(np, mods, trees, num_envs: int, calls: int, rounds: int) -> None:
+    rng = np.random.default_rng(0)
+    steps = calls * (rounds + 1)
+    obs = rng.normal(size=(steps, num_envs, 4)).astype(np.float32)
+    done = rng.random((steps, num_envs)) < 0.02
+    stores, feeds = [], []
+    for m in mods:
+        rets, resps = [], []
+        for k in range(steps):
+            ones = np.ones(num_envs, np.float32)  # a vectorised env (of one env too: older trees take no other)
+            rets.append(m["EnvRet"]("bench-0", obs[k], ones, done[k], np.zeros(num_envs, bool)))
+            act = np.zeros(num_envs, np.int64)
+            resps.append(m["PolicyResponse"]("bench-0", action=act, log_prob=-ones / 2, value=ones / 10))
+        stores.append(m["Storage"](1_000_000, "circular", "transition", [], "cpu", seed=0))
+        feeds.append(iter(list(zip(rets, resps))))
+    for st, feed in zip(stores, feeds):  # warm up: first allocations
+        for _ in range(calls):
+            st.add_transition(*next(feed))
+    per_call = [[] for _ in trees]
+    ratios = [[] for _ in trees]
+    for _ in range(rounds):
+        spent = []
+        for st, feed in zip(stores, feeds):
+            items = [next(feed) for _ in range(calls)]
+            add = st.add_transition
+            t0 = time.perf_counter()
+            for ret, resp in items:
+                add(ret, resp)
+            spent.append(time.perf_counter() - t0)
+        for i, s in enumerate(spent):
+            per_call[i].append(s / calls * 1e6)
+            ratios[i].append(s / spent[0])
+    sizes = [len(st) for st in stores]
+    for i, tree in enumerate(trees):
+        per = ", ".join(f"{r:.2f}" for r in ratios[i])
+        print(
+            f"add_transition {num_envs} env(s) {tree}: {statistics.median(per_call[i]):.1f} us/call, "
+            f"/ {trees[0]} median {statistics.median(ratios[i]):.2f} ({per}); stored {sizes[i]}",
+            flush=True,
+        )
+
+
+def rollout(trees, kinds, calls: int, rounds: int) -> None:
+    import numpy as np
+    import torch
+    from tensordict import TensorDict
+
+    torch.set_num_threads(1)
+    mods = [_load_tree(t) for t in trees]
+    for kind in kinds:
+        _rollout_kind(np, torch, TensorDict, mods, trees, kind, calls, rounds)
+
+
+def _rollout_kind(np, torch, TensorDict, mods, trees, kind: str, calls: int, rounds: int) -> None:
+    n, t, cap = (64, 128, 1_000_000) if kind == "cartpole" else (16, 32, 4096)
+    g = torch.Generator().manual_seed(0)
+    rng = np.random.default_rng(0)
+
+    def record():
+        if kind == "cartpole":
+            obs = torch.randn(n, t + 1, 4, generator=g)
+        else:
+            obs = torch.randint(0, 255, (n, t + 1, 84, 84, 3), dtype=torch.uint8, generator=g)
+        done = torch.from_numpy(rng.random((n, t)) < (0.02 if kind == "cartpole" else 0.05))
+        valid = torch.ones(n, t, dtype=torch.bool)
+        valid[:, 1:] = ~done[:, :-1]
+        td = TensorDict(
+            {
+                "obs": obs[:, :t],
+                "action": torch.zeros(n, t, dtype=torch.int64),
+                "log_prob": torch.zeros(n, t),
+                "valid": valid,
+                "next": {
+                    "obs": obs[:, 1:],
+                    "reward": torch.ones(n, t),
+                    "terminated": done,
+                    "truncated": torch.zeros(n, t, dtype=torch.bool),
+                    "done": done,
+                },
+            },
+            batch_size=[n, t],
+        )
+        td.set_non_tensor("env_id", "bench-0")
+        return td
+
+    pool = [record() for _ in range(8)]
+    stores = [m["Storage"](cap, "circular", "transition", [], "cpu", seed=0) for m in mods]
+    for st in stores:  # warm up: the ring's allocation
+        for td in pool:
+            st.add_rollout(td)
+    per_call = [[] for _ in trees]
+    ratios = [[] for _ in trees]
+    for r in range(rounds):
+        spent = []
+        for st in stores:
+            t0 = time.perf_counter()
+            for i in range(calls):
+                st.add_rollout(pool[(r * calls + i) % len(pool)])
+            spent.append(time.perf_counter() - t0)
+        for i, sp in enumerate(spent):
+            per_call[i].append(sp / calls * 1e3)
+            ratios[i].append(sp / spent[0])
+    for i, tree in enumerate(trees):
+        per = ", ".join(f"{x:.2f}" for x in ratios[i])
+        print(
+            f"add_rollout {kind} [{n}, {t}] {tree}: {statistics.median(per_call[i]):.2f} ms/call, "
+            f"/ {trees[0]} median {statistics.median(ratios[i]):.2f} ({per})",
+            flush=True,
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("item", choices=["sampling", "buffer"])
+    p.add_argument("item", choices=["sampling", "buffer", "transition", "rollout"])
+    p.add_argument("--trees", default="", help="transition: comma-separated trees (the first is the reference)")
+    p.add_argument("--envs", default="1,64", help="transition: sub-envs per step")
+    p.add_argument("--calls", type=int, default=2000, help="transition: calls per tree per round (rollout: / 200)")
     p.add_argument("--label", default="")
     p.add_argument("--cases", default="1x8,2x64", help="sampling cases (W x N)")
     p.add_argument("--kinds", default="cartpole,image", help="buffer kinds")
@@ -161,6 +318,12 @@ def main() -> None:
     label = a.label or _tree()
     if a.item == "sampling":
         sampling(label, a.cases.split(","), a.seconds, a.rounds)
+    elif a.item in ("transition", "rollout"):
+        trees = a.trees.split(",") if a.trees else [_tree()]
+        if a.item == "transition":
+            transition(trees, [int(e) for e in a.envs.split(",")], a.calls, a.rounds)
+        else:
+            rollout(trees, a.kinds.split(","), max(1, a.calls // 200), a.rounds)
     else:
         buffer(label, a.kinds.split(","), a.rounds)
 

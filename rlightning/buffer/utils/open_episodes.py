@@ -29,10 +29,15 @@ HOLD_STEPS = 16
 
 @dataclass
 class Chunk:
-    """One record's stored keys, flattened row-major to ``[N * T, ...]`` (views of the record).
+    """One record's stored keys as rows ``[N * T, ...]`` (views of the record, never copies of it).
+
+    A key whose record tensor is a strided view (``obs`` and ``next.obs`` are ``[:, :T]`` and
+    ``[:, 1:]`` of one ``[N, T + 1]`` array) is kept as a row view of that array with its own row
+    stride (``key_strides``): step ``c`` of sub-env ``r`` is row ``r * S + c``, and a write reads
+    those rows straight from the record (see `groups`).
 
     Attributes:
-        data: Stored key -> ``[N * T, ...]`` tensor.
+        data: Stored key -> ``[N * T, ...]`` tensor (``[(N - 1) * S + T, ...]`` for a key with a row stride).
         n: Rows (sub-envs).
         t: Steps.
         kept: ``[N, T]`` steps that may be stored (valid, not dropped).
@@ -41,6 +46,8 @@ class Chunk:
         t0: Env step of the chunk's first column (set when the chunk is pushed).
         stride: Columns allocated per row (``t`` for a record; more for the tail).
         col0: First used column (the tail's columns ``col0 .. col0 + t - 1``).
+        key_strides: Key -> rows per sub-env ``S`` in ``data`` (keys of a record with strided views only).
+        views: Key -> the record's own ``[N, T, ...]`` view (the keys in ``key_strides``).
     """
 
     data: Dict[str, torch.Tensor]
@@ -52,6 +59,8 @@ class Chunk:
     t0: int = 0
     stride: int = 0
     col0: int = 0
+    key_strides: Dict[str, int] = field(default_factory=dict)
+    views: Dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.stride:
@@ -73,6 +82,39 @@ class Chunk:
         if self.col0 == 0 and self.t == self.stride:
             return idx
         return (idx // self.t) * self.stride + self.col0 + idx % self.t
+
+    def rows_of(self, key: str, idx: torch.Tensor) -> torch.Tensor:
+        """Rows of ``data[key]`` holding the steps at flat storage rows ``idx``."""
+        s = self.key_strides.get(key)
+        return idx if s is None else (idx // self.t) * s + idx % self.t
+
+    def groups(self, idx: torch.Tensor) -> List[Tuple[Dict[str, torch.Tensor], torch.Tensor]]:
+        """``(keys, their rows)`` of the steps at flat storage rows ``idx``: one group per row stride."""
+        if not self.key_strides:
+            return [(self.data, idx)]
+        by: Dict[Optional[int], Dict[str, torch.Tensor]] = {}
+        for k, v in self.data.items():
+            by.setdefault(self.key_strides.get(k), {})[k] = v
+        return [(sub, idx if s is None else (idx // self.t) * s + idx % self.t) for s, sub in by.items()]
+
+    def logical(self, key: str) -> torch.Tensor:
+        """Key ``key`` as ``[N, T, ...]`` (a record chunk: ``stride == t``)."""
+        view = self.views.get(key)
+        if view is not None:
+            return view
+        v = self.data[key]
+        return v.view((self.n, self.t) + tuple(v.shape[1:]))
+
+    def flat(self, key: str) -> torch.Tensor:
+        """Key ``key`` as contiguous ``[N * T, ...]`` rows (a copy for a key with a row stride)."""
+        view = self.views.get(key)
+        return self.data[key] if view is None else view.reshape((self.n * self.t,) + tuple(view.shape[2:]))
+
+    def set_flat(self, key: str, value: torch.Tensor) -> None:
+        """Replace key ``key`` by ``[N * T, ...]`` rows (a preprocessor's output)."""
+        self.data[key] = value
+        self.key_strides.pop(key, None)
+        self.views.pop(key, None)
 
 
 @dataclass
@@ -100,6 +142,8 @@ class WritePlan:
     chunk: Optional[Chunk] = None
     stats: List[Tuple[int, float, int]] = field(default_factory=list)
     acc: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+    #: ``perm`` is the identity (the steps are in episode order already).
+    ordered: bool = False
 
     @property
     def num_episodes(self) -> int:
@@ -108,7 +152,7 @@ class WritePlan:
 
     def gather(self, key: str) -> torch.Tensor:
         """Key ``key`` of every written step, in write order (a copy: used for small keys and slow paths)."""
-        parts = [c.data[key].index_select(0, idx) for c, idx in self.sources]
+        parts = [c.data[key].index_select(0, c.rows_of(key, idx)) for c, idx in self.sources]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
@@ -355,7 +399,7 @@ class OpenEpisodes:
         elif kc:
             a = tail.col0 + kt
             for k, v3 in tail.row_views().items():
-                src = chunk.data[k].reshape((self.n, chunk.t) + tuple(v3.shape[2:]))
+                src = chunk.logical(k)
                 v3[:, a : a + kc] = src[:, oc:]
             tail.kept[:, a : a + kc] = chunk.kept[:, oc:]
             tail.done[:, a : a + kc] = chunk.done[:, oc:]

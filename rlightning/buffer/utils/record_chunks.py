@@ -25,6 +25,7 @@ __all__ = [
     "is_identity",
     "nonfinite_steps",
     "preprocess_chunk",
+    "step_rows",
     "stored_name",
 ]
 
@@ -65,11 +66,17 @@ def chunk_from_leaves(
 ) -> Tuple[Chunk, torch.Tensor, torch.Tensor, torch.Tensor]:
     """`chunk_from_record` on the record's leaves (``{key: [N, (T,) ...] tensor}``)."""
     data: Dict[str, torch.Tensor] = {}
+    key_strides: Dict[str, int] = {}
+    views: Dict[str, torch.Tensor] = {}
     for key, v in leaves.items():
         name = stored_name(key)
         if name is None:
             continue
-        data[name] = v.reshape((n * t,) + tuple(v.shape[bdims:]))
+        rows, stride = step_rows(v, n, t, bdims)
+        data[name] = rows
+        if stride is not None:
+            key_strides[name] = stride
+            views[name] = v
     valid = leaves[(VALID,)].reshape(n, t) if (VALID,) in leaves else torch.ones(n, t, dtype=torch.bool)
     raw_done = leaves[NEXT_DONE].reshape(n, t)
     reward = leaves[NEXT_REWARD].reshape(n, t)
@@ -86,7 +93,29 @@ def chunk_from_leaves(
         value = leaves[(VALUE,)].reshape(n, t, -1)[..., 0].to(torch.float32)
         boot = torch.zeros(n, t, dtype=torch.float32)
         boot[:, :-1] = value[:, 1:]
-    return Chunk(data, n, t, kept, done, boot), valid, raw_done, reward
+    chunk = Chunk(data, n, t, kept, done, boot, key_strides=key_strides, views=views)
+    return chunk, valid, raw_done, reward
+
+
+def step_rows(v: torch.Tensor, n: int, t: int, bdims: int) -> Tuple[torch.Tensor, Optional[int]]:
+    """A record leaf ``[N, (T,) ...]`` as rows without a copy: ``([N * T, ...] view, None)``, or for a
+    strided ``[N, T]`` view (``[:, :T]`` of ``[N, T + 1]``) ``([(N - 1) * S + T, ...] view, S)`` where
+    step ``c`` of sub-env ``r`` is row ``r * S + c``; a copy only for layouts neither can express."""
+    rest = tuple(v.shape[bdims:])
+    try:
+        return v.view((n * t,) + rest), None
+    except RuntimeError:
+        pass
+    if bdims == 2 and t > 1 and n > 0:
+        s0, s1 = v.stride(0), v.stride(1)
+        inner = v[0, 0]
+        if s1 > 0 and s1 == inner.numel() and inner.is_contiguous() and s0 % s1 == 0 and s0 // s1 >= t:
+            s = s0 // s1
+            try:
+                return v.as_strided(((n - 1) * s + t,) + rest, (s1,) + tuple(inner.stride()), v.storage_offset()), s
+            except RuntimeError:
+                pass
+    return v.reshape((n * t,) + rest), None
 
 
 def is_identity(fn: Optional[Callable], dtype: Optional[Any] = None) -> bool:
@@ -113,22 +142,23 @@ def preprocess_chunk(chunk: Chunk, obs_fn: Optional[Callable], reward_fn: Option
     """Apply the observation preprocessor to ``obs`` and ``next_obs`` (one call, both together) and the
     reward preprocessor to ``reward``, replacing the chunk's tensors (the record is not written to)."""
     data = chunk.data
-    obs = data.get("obs")
-    if obs is not None and not is_identity(obs_fn):
+    if "obs" in data and not is_identity(obs_fn):
+        obs = chunk.flat("obs")
         rows = obs.shape[0]
-        nxt = data.get("next_obs")
+        nxt = chunk.flat("next_obs") if "next_obs" in data else None
         both = obs if nxt is None else torch.cat([obs, nxt])
         out = _apply(obs_fn, both, "obs_preprocessor")
         if out.shape[0] != both.shape[0]:
             raise ValueError(f"obs_preprocessor returned {out.shape[0]} rows for {both.shape[0]}; keep the rows")
-        data["obs"] = out[:rows]
+        chunk.set_flat("obs", out[:rows])
         if nxt is not None:
-            data["next_obs"] = out[rows:]
+            chunk.set_flat("next_obs", out[rows:])
     if "reward" in data and not is_identity(reward_fn, np.dtype(np.float32)):
-        out = _apply(reward_fn, data["reward"], "reward_preprocessor").reshape(-1).to(torch.float32)
-        if out.shape[0] != data["reward"].shape[0]:
-            raise ValueError(f"reward_preprocessor returned {out.shape[0]} rewards for {data['reward'].shape[0]}")
-        data["reward"] = out
+        reward = chunk.flat("reward")
+        out = _apply(reward_fn, reward, "reward_preprocessor").reshape(-1).to(torch.float32)
+        if out.shape[0] != reward.shape[0]:
+            raise ValueError(f"reward_preprocessor returned {out.shape[0]} rewards for {reward.shape[0]}")
+        chunk.set_flat("reward", out)
 
 
 def nonfinite_steps(chunk: Chunk, keys=("obs", "next_obs", "reward")) -> Tuple[Optional[torch.Tensor], str]:
@@ -136,10 +166,9 @@ def nonfinite_steps(chunk: Chunk, keys=("obs", "next_obs", "reward")) -> Tuple[O
     bad = None
     where = []
     for key in keys:
-        v = chunk.data.get(key)
-        if v is None or not v.is_floating_point():
+        if key not in chunk.data or not chunk.data[key].is_floating_point():
             continue
-        finite = torch.isfinite(v.reshape(v.shape[0], -1)).all(1).reshape(chunk.n, chunk.t)
+        finite = torch.isfinite(chunk.logical(key)).reshape(chunk.n, chunk.t, -1).all(2)
         rows = ~finite & chunk.kept
         if bool(rows.any()):
             where.append(f"{key!r} at rows {rows.any(1).nonzero().squeeze(1).tolist()}")

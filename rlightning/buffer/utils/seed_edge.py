@@ -3,11 +3,12 @@
 `Storage.add_transition(env_ret_t, policy_resp_t)` runs the transition
 pipeline (``preprocess_fn`` and the preprocessors, once per observation) and
 the step checks, then pairs the step with the env's previous one: the pair
-(step ``t - 1``, step ``t``) is the ``[N]`` record of step ``t - 1``, built by
-`rlightning.types.record.record_leaves` (the one converter's core, which
-`record_from_steps` wraps into a TensorDict), with
-``next.value`` from the response to ``t`` (the bootstrap of an episode that
-ends there). The newest step waits for the env's next EnvRet.
+(step ``t - 1``, step ``t``) is the ``[N]`` record of step ``t - 1`` (the
+record `rlightning.types.record.record_leaves` builds), with ``next.value``
+from the response to ``t`` (the bootstrap of an episode that ends there). It
+is staged in numpy by the writer (`StepStaging`: a few slice assignments per
+step) and handed over as one ``[N, T]`` chunk when an episode closes. The
+newest step waits for the env's next EnvRet.
 """
 
 from __future__ import annotations
@@ -21,22 +22,19 @@ import torch
 
 from rlightning.buffer.utils.episode_input import AsyncPairer
 from rlightning.buffer.utils.preprocessors import to_numpy
-from rlightning.buffer.utils.record_chunks import chunk_from_leaves
 from rlightning.buffer.utils.record_writer import RecordWriter
 from rlightning.buffer.utils.step_checks import StepChecker
 from rlightning.types import EnvRet
-from rlightning.types.record import record_leaves
 
 __all__ = ["SeedEdge"]
 
 
 @dataclass
 class _Pending:
-    """The newest step of one env (waiting for the next EnvRet), its row count and episode counters."""
+    """The newest step of one env (waiting for the next EnvRet) and its row count."""
 
     step: Dict[str, np.ndarray]
     num_envs: int
-    episode_id: np.ndarray
 
 
 def _stateful(p: Any) -> bool:
@@ -116,10 +114,10 @@ class SeedEdge:
             step = self.preprocess_fn(env_ret, policy_resp, **self.pipeline)
             step = self.checks.check_step(env_id, step, num_envs, single)
             drop = self.checks.nan_rows(env_id, step)
-            done_now = step["terminated"] | step["truncated"]
             if prev is not None:
                 self._write(env_id, prev, step, env_ret, drop)
             elif drop is not None:
+                self.writer.sync([env_id])
                 state = self.writer.open_episodes(env_id, num_envs)
                 state.dropping = state.dropping | torch.from_numpy(drop)
                 self.writer.open[env_id] = state
@@ -127,8 +125,7 @@ class SeedEdge:
             for p, state in states:
                 p.load_state_dict(state)
             raise
-        ids = np.zeros(num_envs, np.int64) if prev is None else prev.episode_id + done_now
-        self.pending[env_id] = _Pending(step, num_envs, ids)
+        self.pending[env_id] = _Pending(step, num_envs)
         self.seen.add(env_id)
 
     def _write(
@@ -139,14 +136,9 @@ class SeedEdge:
         env_ret: EnvRet,
         drop: Optional[np.ndarray],
     ) -> None:
-        n, leaves = record_leaves(prev.step, step, prev.episode_id)  # the one converter, without a TensorDict
-        chunk, valid, raw_done, _ = chunk_from_leaves(leaves, n, 1, 1, self.close_on_done)
-        raw_reward = to_numpy(env_ret.last_reward).astype(np.float64).reshape(-1)
-        if raw_reward.shape[0] != prev.num_envs:
-            raw_reward = np.broadcast_to(raw_reward, (prev.num_envs,))
-        bad = None if drop is None else torch.from_numpy(drop).reshape(-1, 1)
-        reward = torch.from_numpy(np.ascontiguousarray(raw_reward)).reshape(-1, 1)
-        self.writer.write_chunk(env_id, chunk, bad, reward, raw_done, valid, f"env {env_id!r} step")
+        raw_reward = to_numpy(env_ret.last_reward).reshape(-1)  # one per row, or one for all
+        what = f"env {env_id!r} step"
+        self.writer.stage_step(env_id, prev.num_envs, prev.step, step, raw_reward, drop, self.close_on_done, what)
 
     def add_data_async(self, item: Any) -> None:
         """An EnvRet or a PolicyResponse arriving on its own; pairs are added once both halves are here."""

@@ -7,7 +7,8 @@
     batch = storage.sample(256)                      # TensorDict [256]
 
 A Storage is composed of objects that own their state: a `RecordWriter`
-(open episodes per env, the writes into the preallocated store, counters), a
+(open episodes per env, per-step adds staged in numpy until an episode closes,
+the writes into the preallocated store, counters), a
 `StorageReader` (sampling, copies), a `SeedEdge` (per-step seed inputs turned
 into records) and a `StepChecker`. Records are validated once per add and
 written with one copy per key (see `rlightning.buffer.utils.record_writer`).
@@ -194,7 +195,8 @@ class Storage:
         return self.store.size
 
     def flush(self) -> None:
-        """Kept for compatibility: every add is written when it returns, nothing is queued."""
+        """Hand the staged per-step adds to the open episodes (closed episodes are written when an add returns)."""
+        self.writer.sync()
 
     # ------------------------------------------------------------------ records
 

@@ -180,22 +180,22 @@ class RowRing:
         if n == 0:
             return 0
         on_dev = self._on_cpu and all(v.device.type == "cpu" for v in source.values())
-        if not on_dev:
-            source = {k: v.to(self.device) for k, v in source.items()}
-        step = torch.ones(n - 1, dtype=torch.bool) if n > 1 else torch.zeros(0, dtype=torch.bool)
-        if n > 1:
-            step = ((idx[1:] - idx[:-1]) == 1) & ((dst[1:] - dst[:-1]) == 1)
-        starts = torch.cat([torch.zeros(1, dtype=torch.int64), (~step).nonzero().squeeze(1) + 1])
-        runs = starts.numel()
-        dst_contig = n == 1 or bool(((dst[1:] - dst[:-1]) == 1).all())
-        if dst_contig:
-            d0 = int(dst[0])
+        if not on_dev:  # another device: move only the rows written (a chunk or a staging holds more)
+            source = {k: v.index_select(0, idx.to(v.device)).to(self.device) for k, v in source.items()}
+            idx = torch.arange(n)
+        d0 = int(dst[0])
+        if n == 1 or int(dst[-1]) - d0 == n - 1 and bool(((dst[1:] - dst[:-1]) == 1).all()):  # contiguous dst
             i = idx if on_dev else idx.to(self.device)
             for k, out in self.data.items():
                 if k in source:
                     torch.index_select(self._cast(source[k], out), 0, i, out=out[d0 : d0 + n])
             return 1
-        if runs * 8 <= n and self._row_bytes() >= self.run_copy_min_bytes:
+        runs = n
+        if self._row_bytes() >= self.run_copy_min_bytes:
+            step = ((idx[1:] - idx[:-1]) == 1) & ((dst[1:] - dst[:-1]) == 1)
+            starts = torch.cat([torch.zeros(1, dtype=torch.int64), (~step).nonzero().squeeze(1) + 1])
+            runs = starts.numel()
+        if runs * 8 <= n:
             bounds = torch.cat([starts, torch.tensor([n])]).tolist()
             src_at = idx.index_select(0, starts).tolist()
             dst_at = dst.index_select(0, starts).tolist()

@@ -1,0 +1,105 @@
+"""Copies of an observation on the record path: the storage reads the env worker's record, it copies nothing before
+the ring (issue 15: env output -> record, record -> ring, ring -> batch; no record -> flat chunk copy)."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlightning.buffer.utils import Storage
+from rlightning.buffer.utils.open_episodes import HOLD_STEPS
+from rlightning.buffer.utils.record_chunks import chunk_from_record
+from rlightning.buffer.utils.tensor_store import RowRing
+from rlightning.env.utils.record_writer import arrays_to_record
+
+
+def _records(n, t, count, width, length):
+    """``count`` [n, t] records laid out as the env worker's writer lays them out (`arrays_to_record`: ``obs`` and
+    ``next.obs`` are views of one [n, t + 1] array). Row r's step k (overall) has obs ``[r, k, ...]``; episodes
+    of ``length`` steps; the step after an end is the autoreset step (not valid)."""
+    out = []
+    for i in range(count):
+        steps = np.arange(i * t, i * t + t + 1)
+        obs = np.zeros((n, t + 1, width), np.float32)
+        obs[:, :, 0] = np.arange(n)[:, None]
+        obs[:, :, 1] = steps[None, :]
+        k = steps[:-1]
+        done = np.broadcast_to((k % (length + 1)) == length - 1, (n, t)).copy()
+        valid = np.broadcast_to((k % (length + 1)) != length, (n, t)).copy()
+        arrays = {
+            "obs": obs,
+            "action": np.zeros((n, t), np.int64),
+            "log_prob": np.full((n, t), -0.5, np.float32),
+            "episode_id": np.zeros((n, t), np.int64),
+            "valid": valid,
+            "reward": np.ones((n, t), np.float32),
+            "terminated": done,
+            "truncated": np.zeros((n, t), bool),
+            "done": done.copy(),
+        }
+        out.append(arrays_to_record(arrays, "Copies-0"))
+    return out
+
+
+def _storage_ptr(x: torch.Tensor) -> int:
+    return x.untyped_storage().data_ptr()
+
+
+def test_a_chunk_holds_views_of_the_record_not_copies():
+    (td,) = _records(3, 8, 1, 4, 3)
+    assert not td["obs"].is_contiguous()  # [:, :T] of the [N, T + 1] observation array
+    chunk, *_ = chunk_from_record(td, True)
+    leaves = {"obs": td["obs"], "next_obs": td["next", "obs"], "action": td["action"], "reward": td["next", "reward"]}
+    for key, leaf in leaves.items():
+        assert _storage_ptr(chunk.data[key]) == _storage_ptr(leaf), key
+    assert set(chunk.key_strides) == {"obs", "next_obs"} and chunk.key_strides["obs"] == 9
+    assert torch.equal(chunk.logical("next_obs"), td["next", "obs"])
+
+
+@pytest.mark.parametrize("t, width, length", [(8, 4, 7), (HOLD_STEPS, 128, 40)])
+def test_the_ring_copies_each_observation_straight_from_the_record(monkeypatch, t, width, length):
+    """Episodes inside each record: one copy per row into the ring. Rows of 1 KB whose episodes span records
+    (records of `HOLD_STEPS` steps or more are held by reference): long runs are copied once, run by run;
+    short runs of a few steps are gathered, then scattered (`RowRing.copy_rows_to`); every copy reads the record."""
+    n = 3
+    records = _records(n, t, 8, width, length)
+    record_storages = {_storage_ptr(td["obs"]) for td in records}
+    st = Storage(1000, seed=0)
+    rest = list(records)
+    while len(st) == 0:  # the first write allocates the ring (gathered)
+        st.add_rollout(rest.pop(0))
+    calls = []
+    real = RowRing.copy_rows_to
+
+    def traced(self, source, idx, dst):
+        made = real(self, source, idx, dst)
+        calls.append(({k: _storage_ptr(v) for k, v in source.items()}, idx.numel(), made))
+        return made
+
+    monkeypatch.setattr(RowRing, "copy_rows_to", traced)
+    before = sum(st.writer.rows_by_copies.values())
+    for td in rest:
+        st.add_rollout(td)
+    obs_calls = [(src, rows, made) for src, rows, made in calls if "obs" in src]
+    assert obs_calls and all(
+        src["obs"] in record_storages and src["next_obs"] in record_storages for src, *_ in obs_calls
+    )
+    written = sum(st.writer.rows_by_copies.values()) - before
+    assert sum(rows for _, rows, _ in obs_calls) == written > 0  # every stored observation came from a record
+    once = sum(rows for _, rows, made in obs_calls if made == 1)
+    assert once == written if length < t else once >= written // 2
+    data = st.get_data()
+    assert torch.equal(data["next_obs"][:, 1], data["obs"][:, 1] + 1)  # each step's next observation
+    assert torch.equal(data["next_obs"][:, 0], data["obs"][:, 0])  # of the same sub-env
+    assert (data["obs"][:, 1] % (length + 1) != length).all()  # no autoreset step
+    batch = st.sample(16)
+    assert _storage_ptr(batch["obs"]) != _storage_ptr(st.store.ring.data["obs"])  # the learner's copy
+
+
+def test_preprocessed_observations_of_a_strided_record_are_stored_once_each():
+    records = _records(2, 8, 3, 4, 5)
+    plain, scaled = Storage(1000, seed=0), Storage(1000, seed=0, obs_preprocessor=lambda x: x * 2)
+    for td in records:
+        plain.add_rollout(td)
+        scaled.add_rollout(td)
+    assert torch.equal(scaled.get_data()["obs"], plain.get_data()["obs"] * 2)
+    assert torch.equal(scaled.get_data()["next_obs"], plain.get_data()["next_obs"] * 2)
