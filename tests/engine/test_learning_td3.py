@@ -20,17 +20,18 @@ TD3_10K = [
 
 
 @pytest.mark.slow
-def test_pendulum_td3_reaches_minus_300_in_10k_steps(tmp_path, build):
-    """Deterministic evaluation (10 episodes) >= -300 after 10k env steps; the untrained policy scores below it.
+def test_pendulum_td3_reaches_minus_400_in_10k_steps(tmp_path, build):
+    """Deterministic evaluation (10 episodes) >= -400 after 10k env steps; the untrained policy scores below it.
 
-    A random policy scores -1208 (10-episode means -1267 to -1129). Measured, this configuration: at 10k
-    steps seeds 1-3 evaluated -107, -120, -129; at 8k, over two sittings, -143 to -400 (8k is too early a bar).
+    A random policy scores -1208 (10-episode means -1267 to -1129); the untrained actor -1300 to -1400.
+    Measured, this configuration, 10k steps, seeds 1-3: -107, -120, -129 and, in a second sitting, -113,
+    -217 (one of 10 episodes not swung up), -130 (runs of one seed vary: at 8k seed 3 gave -143, -326, -400).
     """
     torch.set_num_threads(1)
     cfg = apply_overrides(load_preset("pendulum_td3"), ["log.progress=false", f"log.run_dir={tmp_path}", *TD3_10K])
     e = build(cfg).engine
-    assert e.evaluate(10)["return_mean"] < -300  # the bar is learning, not the untrained policy's luck
+    assert e.evaluate(10)["return_mean"] < -400  # the bar is learning, not the untrained policy's luck
     e.run()
     assert e.env_steps == 10_000
     result = e.evaluate(10)
-    assert result["return_mean"] >= -300, result
+    assert result["return_mean"] >= -400, result
