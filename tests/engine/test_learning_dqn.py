@@ -79,7 +79,7 @@ def test_cartpole_rainbow_learns_within_15k_steps(build, tmp_path):
 
     A random policy scores 24 (10-episode means 19-30); the untrained greedy policy 16, 132, 9 (seeds 1-3).
     Measured, this configuration, 15k steps, seeds 1-3: evaluation 336, 442, 296; training return 319, 307,
-    334. At 12k steps the evaluation swung between 136 and 500 over 8 runs (greedy DQN policies oscillate),
+    334. At 12k steps the evaluation swung between 158 and 500 over 11 runs (greedy DQN policies oscillate),
     too close to the untrained policy's best. The full budget (50k, [256, 256]: 500) is benchmarks/learning.py's
     cartpole_rainbow row.
     """
