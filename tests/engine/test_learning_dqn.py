@@ -1,8 +1,9 @@
 """DQN through the engine: priorities written back to the shards (local and Ray storage), the beta cross-check,
-and (slow) the cartpole_rainbow preset reaching a deterministic return >= 475 within 50k env steps.
+and (slow) cartpole_rainbow, on a smaller network, learning CartPole within 15k env steps.
 
-Plain DQN with rl-baselines3-zoo's settings (cartpole_dqn, nn.Linear's init as SB3's) is measured by
-benchmarks/learning.py (benchmarks/README.md, "Learning"); a second 50k-step learning test would not fit CI's budget."""
+The presets at their published budgets (cartpole_rainbow and cartpole_dqn at 50k env steps, against
+rl-baselines3-zoo's 500 +- 0) are measured by benchmarks/learning.py (benchmarks/README.md, "Learning");
+a 50k-step run (about 300 s on a 2-core machine) does not fit CI's budget."""
 
 from __future__ import annotations
 
@@ -61,10 +62,31 @@ def _config(tmp_path, preset, seed, extra=()):
     )
 
 
+#: cartpole_rainbow's algorithm and schedule (double Q, dueling, 3-step returns, prioritized replay, 128 updates
+#: of 64 per 256 env steps) on a [64, 64] network, exploring over 5k steps and annealing beta over the 15k.
+RAINBOW_15K = [
+    "policy.hidden_sizes=[64,64]",
+    "policy.epsilon_decay_steps=5000",
+    "policy.priority_beta_steps=15000",
+    "train.total_env_steps=15000",
+]
+
+
 @pytest.mark.slow
-def test_cartpole_rainbow_solves_within_50k_steps(build, tmp_path):
-    """Double + dueling + 3-step + prioritized: deterministic evaluation (10 episodes) >= 475 after 50k steps."""
-    e = build(_config(tmp_path, "cartpole_rainbow", 1)).engine
-    e.run()  # train.total_env_steps: 50k
-    assert e.env_steps <= 50_000 + e.config.train.rollout_steps
-    assert e.evaluate(10)["return_mean"] >= 475
+def test_cartpole_rainbow_learns_within_15k_steps(build, tmp_path):
+    """After 15k env steps: deterministic evaluation (10 episodes) >= 200, and so is the mean return of the last
+    20 training episodes; the untrained policy evaluates below 200.
+
+    A random policy scores 24 (10-episode means 19-30); the untrained greedy policy 16, 132, 9 (seeds 1-3).
+    Measured, this configuration, 15k steps, seeds 1-3: evaluation 336, 442, 296; training return 319, 307,
+    334. At 12k steps the evaluation swung between 158 and 500 over 11 runs (greedy DQN policies oscillate),
+    too close to the untrained policy's best. The full budget (50k, [256, 256]: 500) is benchmarks/learning.py's
+    cartpole_rainbow row.
+    """
+    e = build(_config(tmp_path, "cartpole_rainbow", 1, RAINBOW_15K)).engine
+    assert e.evaluate(10)["return_mean"] < 200  # the bar is learning, not the untrained policy's luck
+    e.run()
+    assert 15_000 <= e.env_steps <= 15_000 + e.config.train.rollout_steps
+    assert e.last_metrics["episode_return_mean"] >= 200, e.last_metrics
+    result = e.evaluate(10)
+    assert result["return_mean"] >= 200, result

@@ -1,18 +1,37 @@
-"""TD3 through the engine (slow): pendulum_td3 (rl-baselines3-zoo's settings) reaches a deterministic evaluation
-return >= -250 over 10 episodes within its 20k env-step budget (published: -152 +- 90)."""
+"""TD3 through the engine (slow): pendulum_td3's algorithm (rl-baselines3-zoo's settings: twin critics, policy
+delay 2, target smoothing, one gradient step per env step, batch 256, lr 1e-3, gamma 0.98) on a [64, 64]
+network with 1k uniform steps learns Pendulum within 10k env steps.
+
+The preset at its published budget (20k env steps, [400, 300], 10k uniform steps; published -152 +- 90) is
+benchmarks/learning.py's pendulum_td3 row (benchmarks/README.md, "Learning"): about 260-330 s on a 2-core
+machine, more than CI's budget allows for one test."""
 
 import pytest
 import torch
 
 from rlightning.utils.config import apply_overrides, load_preset
 
+TD3_10K = [
+    "policy.hidden_sizes=[64,64]",
+    "policy.uniform_steps=1000",
+    "train.learning_starts=1000",
+    "train.total_env_steps=10000",
+]
+
 
 @pytest.mark.slow
-def test_pendulum_td3_reaches_minus_250_in_20k_steps(tmp_path, build):
+def test_pendulum_td3_reaches_minus_400_in_10k_steps(tmp_path, build):
+    """Deterministic evaluation (10 episodes) >= -400 after 10k env steps; the untrained policy scores below it.
+
+    A random policy scores -1208 (10-episode means -1267 to -1129); the untrained actor -1300 to -1400.
+    Measured, this configuration, 10k steps, seeds 1-3: -107, -120, -129 and, in a second sitting, -113,
+    -217 (one of 10 episodes not swung up), -130 (runs of one seed vary: at 8k seed 3 gave -143, -326, -400).
+    """
     torch.set_num_threads(1)
-    cfg = apply_overrides(load_preset("pendulum_td3"), ["log.progress=false", f"log.run_dir={tmp_path}"])
+    cfg = apply_overrides(load_preset("pendulum_td3"), ["log.progress=false", f"log.run_dir={tmp_path}", *TD3_10K])
     e = build(cfg).engine
-    e.run()  # train.total_env_steps: 20k
-    assert e.env_steps == 20_000
+    assert e.evaluate(10)["return_mean"] < -400  # the bar is learning, not the untrained policy's luck
+    e.run()
+    assert e.env_steps == 10_000
     result = e.evaluate(10)
-    assert result["return_mean"] >= -250, result
+    assert result["return_mean"] >= -400, result
