@@ -10,6 +10,10 @@
   exponent annealed from the buffer's ``priority_beta`` to ``priority_beta_end``; the absolute TD
   errors are handed back through `priority_update` (the engine writes them to the shards);
 - initialisation (``init``): orthogonal, or ``nn.Linear``'s own (``torch``: Stable-Baselines3's and CleanRL's);
+- speed, with the same learning: Adam/AdamW through torch's fused kernel (``fused_optimizer``; the same update
+  up to float rounding), forwards through `mlp_forward`, metrics reduced once per ``train()``; with several
+  gradient steps per call and a target network that cannot move during it (hard updates counted in env
+  steps), the target network's part of every minibatch's TD target comes from one forward up front;
 - exploration: epsilon decays linearly from ``epsilon_start`` to ``epsilon_end`` over
   ``epsilon_decay_steps`` env steps. The env-step count reaches the acting workers with the weights
   (a synced ``progress`` module); an acting copy that has not heard yet counts the rows it answered.
