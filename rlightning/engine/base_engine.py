@@ -91,7 +91,7 @@ class BaseEngine:
         self.env_metas = self.env_group.init()
         self.env_ids = [m.env_id for m in self.env_metas]
         self.num_sub_envs = sum(int(m.num_envs or 1) for m in self.env_metas)
-        self.policy_group.construct_network(self.env_metas[0])
+        self.policy_group.construct_network(self.env_metas[0], seed=self.config.seed)
         self.collector = Collector(
             self.env_group,
             self.policy_group,

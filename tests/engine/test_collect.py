@@ -223,3 +223,25 @@ def test_the_per_step_layout_stores_one_record_per_worker_and_rollout():
         assert buffer.truncated == [group.env_ids]
     finally:
         group.close()
+
+
+@pytest.mark.parametrize("preset", ["cartpole_dqn", "pendulum_td3"])
+def test_a_seeded_run_acting_in_an_eval_worker_stores_the_same_steps_twice(tmp_path, build, preset):
+    """The eval worker's exploration draws (epsilon-greedy, TD3's action noise) come from the seed too: the
+    engine seeds the policy workers it builds, not only the env workers' copies."""
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    stored = []
+    for run in range(2):
+        cfg = apply_overrides(
+            load_preset(preset),
+            ["log.progress=false", f"log.run_dir={tmp_path / str(run)}", "train.rollout_steps=256", "seed=3"],
+        )
+        assert cfg.cluster.inference == "eval_workers"
+        engine = build(cfg).engine
+        engine.step()
+        data = engine.buffer.get_data()
+        stored.append({k: data[k].clone() for k in ("obs", "action")})
+        engine.close()
+    for key in ("obs", "action"):
+        assert torch.equal(stored[0][key], stored[1][key]), key
