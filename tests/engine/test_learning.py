@@ -20,22 +20,22 @@ def test_cartpole_ppo_solves_on_ray_workers(tmp_path, build, ray_runtime, remote
 
 
 @pytest.mark.slow
-def test_pendulum_sac_reaches_minus_300_in_8k_steps(tmp_path, build):
+def test_pendulum_sac_reaches_minus_300_in_10k_steps(tmp_path, build):
     """pendulum_sac (4 envs, one gradient step per env step): deterministic evaluation (10 episodes) >= -300
-    after 8k env steps; the untrained policy scores below it.
+    after 10k env steps; the untrained policy scores below it.
 
     A random policy scores -1208 (10-episode means -1267 to -1129); the untrained actor -1300 to -1410.
-    Measured, seeds 1-3: -133, -176, -157 at 8k steps, the same in a second sitting (-167, -164, -144 at 6k;
-    -728, -163, -163 at 5k). The published budget (20k env steps, against rl-baselines3-zoo's -157 +- 89)
-    is benchmarks/learning.py's pendulum_sac row.
+    Measured with every worker seeded from the run's seed, seeds 1-3: -158, -164, -149 at 10k steps
+    (-518, -172, -732 at 8k; -165, -390, -638 at 6k: 8k is where some seeds still swing). The published
+    budget (20k env steps, against rl-baselines3-zoo's -157 +- 89) is benchmarks/learning.py's pendulum_sac row.
     """
     cfg = apply_overrides(
         load_preset("pendulum_sac"),
-        ["log.progress=false", f"log.run_dir={tmp_path}", "train.total_env_steps=8000", "train.target_return=null"],
+        ["log.progress=false", f"log.run_dir={tmp_path}", "train.total_env_steps=10000", "train.target_return=null"],
     )
     e = build(cfg).engine
     assert e.evaluate(10)["return_mean"] < -300  # the bar is learning, not the untrained policy's luck
     e.run()
-    assert e.env_steps == 8000
+    assert 10_000 <= e.env_steps < 10_000 + cfg.train.rollout_steps * cfg.env.num_envs * cfg.env.num_workers
     result = e.evaluate(10)
     assert result["return_mean"] >= -300, result
