@@ -24,8 +24,8 @@ def test_pendulum_td3_reaches_minus_400_in_10k_steps(tmp_path, build):
     """Deterministic evaluation (10 episodes) >= -400 after 10k env steps; the untrained policy scores below it.
 
     A random policy scores -1208 (10-episode means -1267 to -1129); the untrained actor -1300 to -1400.
-    Measured, this configuration, 10k steps, seeds 1-3: -107, -120, -129 and, in a second sitting, -113,
-    -217 (one of 10 episodes not swung up), -130 (runs of one seed vary: at 8k seed 3 gave -143, -326, -400).
+    Measured, this configuration, 10k steps, with every worker seeded from the run's seed (a run repeats
+    exactly), seeds 1-3: -108, -294, -277 (-158, -158, -146 at 8k; -266, -254, -516 at 6k).
     """
     torch.set_num_threads(1)
     cfg = apply_overrides(load_preset("pendulum_td3"), ["log.progress=false", f"log.run_dir={tmp_path}", *TD3_10K])
