@@ -80,8 +80,8 @@ def test_cartpole_rainbow_learns_within_15k_steps(build, tmp_path):
     A random policy scores 24 (10-episode means 19-30); the untrained greedy policy 16, 132, 9 (seeds 1-3).
     Measured, this configuration, 15k steps, with every worker seeded from the run's seed (a run repeats
     exactly), seeds 1-3: evaluation 500, 236, 500 (12k: 500, 275, 235; 9k: 496, 407, 500; greedy DQN policies
-    oscillate). Before the eval worker was seeded, 12k-step runs swung between 158 and 500. The full budget (50k, [256, 256]: 500) is benchmarks/learning.py's
-    cartpole_rainbow row.
+    oscillate). Before the eval worker was seeded, 12k-step runs swung between 158 and 500. The full budget
+    (50k, [256, 256]: 500) is benchmarks/learning.py's cartpole_rainbow row.
     """
     e = build(_config(tmp_path, "cartpole_rainbow", 1, RAINBOW_15K)).engine
     assert e.evaluate(10)["return_mean"] < 200  # the bar is learning, not the untrained policy's luck
