@@ -10,15 +10,22 @@ from typing import Any, Iterable, Optional
 import torch
 
 from rlightning.types import EnvMeta
+from rlightning.utils.logger import get_logger
+
+logger = get_logger(__name__)
 
 
-def build_optimizer(optim_cfg: Any, params: Iterable[torch.nn.Parameter], lr: Optional[float] = None):
+def build_optimizer(
+    optim_cfg: Any, params: Iterable[torch.nn.Parameter], lr: Optional[float] = None, fused: bool = False
+):
     """Build the torch optimizer an `OptimConfig` names.
 
     Args:
         optim_cfg: An `OptimConfig` (``name``, ``lr``, ``eps``, ``weight_decay``).
         params: Parameters to optimise.
         lr: Learning rate overriding ``optim_cfg.lr`` (critic rates, ...).
+        fused: Adam/AdamW through torch's fused kernel (the same update up to float rounding) where the
+            parameters' device has one; torch's default implementation elsewhere.
 
     Raises:
         ValueError: an optimizer name that is not adam, adamw or sgd, or no parameters.
@@ -28,10 +35,15 @@ def build_optimizer(optim_cfg: Any, params: Iterable[torch.nn.Parameter], lr: Op
         raise ValueError("setup_optimizer found no trainable parameters; build the networks first")
     rate = float(optim_cfg.lr if lr is None else lr)
     name = optim_cfg.name
-    if name == "adam":
-        return torch.optim.Adam(params, lr=rate, eps=optim_cfg.eps, weight_decay=optim_cfg.weight_decay)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=rate, eps=optim_cfg.eps, weight_decay=optim_cfg.weight_decay)
+    if name in ("adam", "adamw"):
+        cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+        kwargs = {"lr": rate, "eps": optim_cfg.eps, "weight_decay": optim_cfg.weight_decay}
+        if fused:
+            try:
+                return cls(params, fused=True, **kwargs)
+            except (RuntimeError, ValueError, TypeError) as err:  # a device without the fused kernel
+                logger.debug("fused %s unavailable (%s); using torch's default", cls.__name__, err)
+        return cls(params, **kwargs)
     if name == "sgd":
         return torch.optim.SGD(params, lr=rate, weight_decay=optim_cfg.weight_decay)
     raise ValueError(f"optim.name={name!r} is not supported; use one of adam, adamw, sgd")

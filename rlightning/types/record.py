@@ -64,6 +64,7 @@ __all__ = [
     "step_arrays",
     "step_to_record",
     "validate_record",
+    "key_tuple",
 ]
 
 OBS = "obs"
@@ -99,12 +100,13 @@ class RecordKeyError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def _key(key: Any) -> Tuple[str, ...]:
+def key_tuple(key: Any) -> Tuple[str, ...]:
+    """A record key as a tuple of names (``"obs"`` -> ``("obs",)``; tuples as they are)."""
     return key if isinstance(key, tuple) else (key,)
 
 
 def _name(key: Any) -> str:
-    return ".".join(_key(key))
+    return ".".join(key_tuple(key))
 
 
 def _shape(shape: Sequence[int]) -> str:
@@ -204,12 +206,12 @@ def validate_record(
         raise ValueError(f"{name} has {batch[0]} rows (batch_size {list(batch)}), expected num_envs={num_envs}")
     if require_env_id and record_env_id(td) is None:
         raise TypeError(f"{name} needs the env worker's id as a string: record.set_non_tensor('env_id', '<env id>')")
-    present = {_key(k) for k in td.keys(include_nested=True, leaves_only=True)}
+    present = {key_tuple(k) for k in td.keys(include_nested=True, leaves_only=True)}
     multi = is_multi_agent_record(td)  # agents.<id>.* (rlightning.types.multi_agent_record)
     if multi and require is RECORD_KEYS:
         require = MULTI_AGENT_RECORD_KEYS
     for key in require:
-        k = _key(key)
+        k = key_tuple(key)
         if not any(p[: len(k)] == k for p in present):
             raise RecordKeyError(
                 f"{name} has no {_name(key)!r} key (it has {sorted(_name(k) for k in present)}); a record needs "
@@ -247,7 +249,7 @@ def _check_fixed(td: Any, out: Spec, batch: Tuple[int, ...], name: str) -> None:
         NEXT_VALUE: (torch.float32, torch.float64),
     }
     for key, dtypes in fixed.items():
-        key = _key(key)
+        key = key_tuple(key)
         if key not in out:
             continue
         shape, dtype = out[key]
@@ -524,12 +526,12 @@ def record_leaves(
         if k in (REWARD, TERMINATED, TRUNCATED):
             continue
         t = tensor(v)
-        key = _key(k)
+        key = key_tuple(k)
         out[key] = t
         if key[0] == OBS and n is None:
             n = int(t.shape[0])
     for k, v in next_step.items():
-        key = _key(k)
+        key = key_tuple(k)
         if key[0] == OBS:
             out[(NEXT,) + key] = tensor(v)
     if n is None:

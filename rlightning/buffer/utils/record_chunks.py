@@ -17,7 +17,7 @@ import torch
 
 from rlightning.buffer.utils.open_episodes import Chunk
 from rlightning.buffer.utils.preprocessors import IdentityPreprocessor, to_numpy
-from rlightning.types.record import EPISODE_ID, NEXT, NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE
+from rlightning.types.record import EPISODE_ID, NEXT, NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE, key_tuple
 
 __all__ = [
     "chunk_from_leaves",
@@ -57,7 +57,7 @@ def chunk_from_record(td: Any, close_on_done: bool) -> Tuple[Chunk, torch.Tensor
     t = td.batch_size[1] if bdims == 2 else 1
     leaves = {}
     for key in td.keys(include_nested=True, leaves_only=True):
-        leaves[key if isinstance(key, tuple) else (key,)] = td.get(key)
+        leaves[key_tuple(key)] = td.get(key)
     return chunk_from_leaves(leaves, n, t, bdims, close_on_done)
 
 

@@ -27,7 +27,7 @@ import torch
 
 from rlightning.buffer.utils.open_episodes import Chunk, OpenEpisodes, WritePlan
 from rlightning.buffer.utils.record_chunks import stored_name
-from rlightning.types.record import NEXT, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
+from rlightning.types.record import NEXT, OBS, REWARD, TERMINATED, TRUNCATED, VALUE, key_tuple
 
 __all__ = ["StepStaging"]
 
@@ -36,10 +36,6 @@ _NO_MASK = torch.zeros(0, 0, dtype=torch.bool)
 #: Columns of a first allocation; a full staging doubles while it holds under `STAGE_BYTES`, else is written out.
 STAGE_STEPS = 64
 STAGE_BYTES = 8 << 20
-
-
-def _key(key: Any) -> Tuple[str, ...]:
-    return key if isinstance(key, tuple) else (key,)
 
 
 class StepStaging:
@@ -79,12 +75,12 @@ class StepStaging:
         for k in step:
             if k in _FLAGS:
                 continue
-            name = stored_name(_key(k))
+            name = stored_name(key_tuple(k))
             if name is not None:
                 layout.append((name, k, False))
         for k in next_step:
-            if _key(k)[0] == OBS:
-                layout.append((stored_name((NEXT,) + _key(k)), k, True))
+            if key_tuple(k)[0] == OBS:
+                layout.append((stored_name((NEXT,) + key_tuple(k)), k, True))
         self.layout = layout
         self.has_value = VALUE in next_step
         self._allocate(step, next_step)

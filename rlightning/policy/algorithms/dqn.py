@@ -176,9 +176,7 @@ class DQNPolicy(BasePolicy):
         """One optimizer over the Q network (and a trainable encoder), ``q_lr`` when set (fused Adam/AdamW
         unless ``fused_optimizer`` is False or the parameters' device has no fused kernel)."""
         self._params = self._online_params()
-        optimizer = build_optimizer(optim_cfg, self._params, lr=self.config.q_lr)
-        if self.config.fused_optimizer:
-            optimizer = _fused(optimizer)
+        optimizer = build_optimizer(optim_cfg, self._params, lr=self.config.q_lr, fused=self.config.fused_optimizer)
         self.register_optimizer("main", optimizer)
 
     # ------------------------------------------------------------------ schedules
@@ -449,18 +447,3 @@ class DQNPolicy(BasePolicy):
         steps = int(extra.get("env_steps", -1))
         if steps >= 0:
             self.set_env_steps(steps)
-
-
-def _fused(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
-    """``optimizer`` rebuilt with torch's fused kernel when it is an Adam/AdamW whose parameters' device has one
-    (the same hyperparameters); any other optimizer, or an unsupported device, is returned as it is."""
-    if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
-        return optimizer
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    if len(optimizer.param_groups) != 1 or not all(p.is_floating_point() for p in params):
-        return optimizer
-    try:
-        return type(optimizer)(params, **{**optimizer.defaults, "foreach": None, "fused": True})
-    except (RuntimeError, ValueError, TypeError) as err:  # a device without the fused kernel
-        logger.debug("dqn: fused %s unavailable (%s); using torch's default", type(optimizer).__name__, err)
-        return optimizer
