@@ -14,7 +14,10 @@ Acting takes ``{agent: [N, ...]}`` observations and returns every output per
 agent (``{"action": {agent: [N]}, "log_prob": {...}, ...}``). Learning takes
 sampled multi-agent data (`rlightning.types.multi_agent_record`): each group's
 batch holds only the valid steps of its agents, so nothing of an agent that had
-finished reaches the loss. GAE runs per agent in the buffer (`MultiAgentGAE`).
+finished reaches the loss. On-policy groups (ppo, a2c) read per-agent GAE, which runs in the
+buffer (`MultiAgentGAE`); off-policy groups (dqn with ``n_step: 1``, sac, td3) read each agent's
+replay transitions under the single-agent names (``next_obs``, ``reward``, ``terminated``), and a
+prioritized row gets the largest TD error of its agents back (`MultiAgentPolicy.priority_update`).
 
 The engines pick this class for envs that declare ``multi_agent = True``
 (`policy_class_for`); modules are registered as ``<group>.<name>``, so weight
@@ -168,19 +171,23 @@ class MultiAgentPolicy(BasePolicy):
 
     @classmethod
     def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:
-        """GAE per agent (`MultiAgentGAE`) for the algorithms that use the buffer's GAE (ppo, a2c).
+        """GAE per agent (`MultiAgentGAE`) for the algorithms that use the buffer's GAE (ppo, a2c); None for
+        the one-step off-policy learners (DQN, SAC, TD3), which read each agent's transitions as stored.
 
         Raises:
-            ValueError: any other algorithm (its learning data has no per-agent version yet: DQN, SAC, TD3).
+            ValueError: an algorithm whose buffer post-process has no per-agent version (DQN's n-step returns).
         """
         from rlightning.buffer.utils.utils import _GAEPostprocess
 
         inner = POLICIES.get(policy_cfg.type).buffer_postprocess_fn(policy_cfg)
         if isinstance(inner, _GAEPostprocess):
             return MultiAgentGAE(inner.gamma, inner.gae_lambda)
+        if inner is None:
+            return None
         raise ValueError(
             f"policy.type {policy_cfg.type!r} learns from the buffer postprocess {inner!r}, which has no per-agent "
-            "version; multi-agent envs train with the on-policy algorithms that use GAE (ppo, a2c)"
+            "version; multi-agent envs train with the algorithms that use GAE (ppo, a2c) or one-step replay "
+            "transitions (dqn with n_step: 1, sac, td3)"
         )
 
     # ------------------------------------------------------------------ building
@@ -220,6 +227,9 @@ class MultiAgentPolicy(BasePolicy):
             for name, module in inner.modules.items():
                 self.register_module(f"{group}.{name}", module)
             self.policies[group] = inner
+        inner_sync = getattr(self.inner_cls, "sync_module_names", None)
+        if inner_sync is not None:  # e.g. DQN's target network stays with the learner
+            self.sync_module_names = tuple(f"{g}.{name}" for g in self.groups for name in inner_sync)
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Each group's optimizers (registered here as ``<group>.<name>``)."""
@@ -273,13 +283,37 @@ class MultiAgentPolicy(BasePolicy):
 
         if not isinstance(data, TensorDictBase):
             raise TypeError(f"multi-agent update_dataset needs a TensorDict, got {type(data).__name__}")
-        batches = {g: agent_group_batch(data, agents) for g, agents in self.groups.items()}
+        transitions = not self._on_policy()
+        batches = {g: agent_group_batch(data, agents, transitions=transitions) for g, agents in self.groups.items()}
         for group, batch in batches.items():
             try:
                 self.policies[group].update_dataset(batch)
             except ValueError as err:
                 raise ValueError(f"policy group {group!r} (agents {self.groups[group]}): {err}") from None
         self.dataset = batches
+
+    def _on_policy(self) -> bool:
+        """True when the groups' algorithm learns from per-agent GAE (ppo, a2c); else from replay transitions."""
+        return isinstance(self.buffer_postprocess_fn(self.config), MultiAgentGAE)
+
+    def priority_update(self) -> Optional[Dict[str, Any]]:
+        """Prioritized replay: one new priority per sampled row, the largest TD error of its agents' steps.
+
+        Each group's learner gives a priority per agent-step (its ``_index`` and ``_shard`` are the
+        sampled row's); a row the agents of several groups (or several agents of one group) acted in
+        gets the largest. None when no group has anything new.
+        """
+        import torch
+
+        updates = [u for u in (p.priority_update() for p in self.policies.values()) if u is not None]
+        if not updates:
+            return None
+        index = torch.cat([torch.as_tensor(u["index"]).reshape(-1).long() for u in updates])
+        shard = torch.cat([torch.as_tensor(u["shard"]).reshape(-1).long() for u in updates])
+        priority = torch.cat([torch.as_tensor(u["priority"]).reshape(-1).float() for u in updates])
+        pairs, inverse = torch.unique(torch.stack([shard, index], dim=1), dim=0, return_inverse=True)
+        best = torch.full((pairs.shape[0],), float("-inf")).scatter_reduce(0, inverse, priority, reduce="amax")
+        return {"index": pairs[:, 1], "shard": pairs[:, 0], "priority": best}
 
     def train(self) -> Dict[str, float]:
         """Train every group on its batch; one group's metrics as they are, several prefixed ``<group>/``."""

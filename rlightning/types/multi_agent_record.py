@@ -210,13 +210,20 @@ def stored_agent_ids(data: Any) -> List[str]:
     return out
 
 
-def agent_group_batch(data: Any, agents: Sequence[str], keys: Optional[Sequence[str]] = None) -> Any:
+def agent_group_batch(
+    data: Any, agents: Sequence[str], keys: Optional[Sequence[str]] = None, transitions: bool = False
+) -> Any:
     """One flat TensorDict of a policy group: its agents' valid steps of sampled multi-agent data, stacked.
 
     Args:
         data: A sampled TensorDict ``[B]`` with the stored names (``agents.<id>.<key>``).
         agents: The group's agent ids.
         keys: The per-agent keys to take (None: every key the first agent has).
+        transitions: Also each agent's ``next`` leaves under the names a single-agent replay sample
+            has (``next_agents.<id>.obs`` -> ``next_obs``, ``next_agents.<id>.reward`` -> ``reward``,
+            ``terminated``, ...), and the sample's per-row keys (``_index``, ``_shard``, ``_weight``
+            of a prioritized draw) repeated for every agent, with ``_row``: the row of ``data`` each
+            agent-step came from. This is what the off-policy learners (DQN, SAC, TD3) read.
 
     Returns:
         A TensorDict ``[M]`` (M = the valid agent-steps) with the per-agent keys at the root
@@ -237,9 +244,27 @@ def agent_group_batch(data: Any, agents: Sequence[str], keys: Optional[Sequence[
         keys = [k[len(prefix) :] for k in data.keys() if isinstance(k, str) and k.startswith(prefix)]
     masks = [data.get(f"{AGENTS}.{a}.valid").reshape(-1).bool() for a in agents]
     mask = torch.cat(masks)
+    columns = {key: [f"{AGENTS}.{a}.{key}" for a in agents] for key in keys}
+    repeated: Dict[str, torch.Tensor] = {}
+    if transitions:
+        from rlightning.types.stored_names import stored_name  # here: record.py imports this module
+
+        next_prefix = f"next_{AGENTS}.{agents[0]}."
+        for name in data.keys():
+            if isinstance(name, str) and name.startswith(next_prefix):
+                leaf = name[len(next_prefix) :]
+                target = stored_name(("next",) + tuple(leaf.split(".")))
+                columns[target] = [f"next_{AGENTS}.{a}.{leaf}" for a in agents]
+            elif isinstance(name, str) and name.startswith("_"):
+                repeated[name] = data.get(name)
+        rows = int(data.batch_size.numel())
+        repeated["_row"] = torch.arange(rows).reshape(data.batch_size)
     out = {}
-    for key in keys:
-        parts = [data.get(f"{AGENTS}.{a}.{key}") for a in agents]
+    for key, names in columns.items():
+        parts = [data.get(n) for n in names]
         flat = [p.reshape((-1,) + tuple(p.shape[data.batch_dims :])) for p in parts]
         out[key] = torch.cat(flat)[mask]
+    for key, value in repeated.items():
+        flat = value.reshape((-1,) + tuple(value.shape[data.batch_dims :]))
+        out[key] = torch.cat([flat] * len(agents))[mask]
     return TensorDict(out, batch_size=[int(mask.sum())])

@@ -126,7 +126,8 @@ def test_the_config_is_checked_before_any_worker():
     with pytest.raises(ConfigError, match="trains with cluster.inference='env_workers'"):
         validate_config(cfg)
     cfg = apply_overrides(
-        load_preset("mpe_ppo"), rdv + ["policy.type=dqn", "buffer.type=replay", "train.batch_size=32"]
+        load_preset("mpe_ppo"),
+        rdv + ["policy.type=dqn", "policy.n_step=3", "buffer.type=replay", "train.batch_size=32"],
     )
     with pytest.raises(ConfigError, match="has no per-agent version"):
         validate_config(cfg)

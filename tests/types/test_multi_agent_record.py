@@ -158,3 +158,25 @@ def test_multi_agent_env_rets_one_at_a_time_are_refused_with_the_way_to_store_th
 
     with pytest.raises(TypeError, match="multi-agent steps are stored as whole rollout records nested per agent"):
         step_to_record(ret, resp, ret)
+
+
+def test_replay_transitions_of_a_group_are_its_agents_valid_steps_under_single_agent_names():
+    st = Storage(256, env_meta_list=[META], postprocess_fn=None, sampler="all")
+    td = record(t=4, a1_dies_at=1)
+    st.add_rollout(td)
+    data = st.sample(8)
+    data["_index"] = torch.arange(8) + 100  # what a prioritized draw adds per row
+    batch = agent_group_batch(data, ["a0", "a1"], transitions=True)
+    assert batch.batch_size == (12,)
+    assert {"obs", "action", "next_obs", "reward", "terminated", "truncated", "done", "_index", "_row"} <= set(
+        batch.keys()
+    )
+    # row r of agent a: the sampled row's own next observation, reward and flags
+    a1_rows = data["agents.a1.valid"].nonzero().reshape(-1)
+    torch.testing.assert_close(batch["next_obs"][8:], data["next_agents.a1.obs"][a1_rows])
+    torch.testing.assert_close(batch["obs"][:8], data["agents.a0.obs"])
+    assert batch["terminated"][8:].tolist() == data["next_agents.a1.terminated"][a1_rows].tolist()
+    assert batch["_row"].tolist() == list(range(8)) + a1_rows.tolist()
+    assert batch["_index"].tolist() == [100 + r for r in batch["_row"].tolist()]
+    plain = agent_group_batch(data, ["a0", "a1"])  # on-policy learners: no next leaves, no per-row keys
+    assert "next_obs" not in plain.keys() and "_index" not in plain.keys()

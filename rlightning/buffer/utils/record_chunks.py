@@ -17,7 +17,8 @@ import torch
 
 from rlightning.buffer.utils.open_episodes import Chunk
 from rlightning.buffer.utils.preprocessors import IdentityPreprocessor, to_numpy
-from rlightning.types.record import EPISODE_ID, NEXT, NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE, key_tuple
+from rlightning.types.record import NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE, key_tuple
+from rlightning.types.stored_names import stored_name
 
 __all__ = [
     "chunk_from_leaves",
@@ -28,20 +29,6 @@ __all__ = [
     "step_rows",
     "stored_name",
 ]
-
-_NEXT_FLAT = {"reward": "reward", "terminated": "terminated", "truncated": "truncated", "done": "done"}
-_SKIP = {(VALID,), (EPISODE_ID,), NEXT_VALUE}
-
-
-def stored_name(key: Tuple[str, ...]) -> Optional[str]:
-    """The stored name of a record leaf key (None: not stored)."""
-    if key in _SKIP:
-        return None
-    if key[0] == NEXT and len(key) > 1:
-        if len(key) == 2 and key[1] in _NEXT_FLAT:
-            return _NEXT_FLAT[key[1]]
-        return "next_" + ".".join(key[1:])
-    return ".".join(key)
 
 
 def chunk_from_record(td: Any, close_on_done: bool) -> Tuple[Chunk, torch.Tensor, torch.Tensor, torch.Tensor]:

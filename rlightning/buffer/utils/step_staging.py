@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from rlightning.buffer.utils.open_episodes import Chunk, OpenEpisodes, WritePlan
-from rlightning.buffer.utils.record_chunks import stored_name
 from rlightning.types.record import NEXT, OBS, REWARD, TERMINATED, TRUNCATED, VALUE, key_tuple
+from rlightning.types.stored_names import stored_name
 
 __all__ = ["StepStaging"]
 
