@@ -79,6 +79,11 @@ class BasePolicy:
     """True for a policy whose actions depend on earlier steps (a recurrent state): it acts on the EnvRets
     (``rollout_batch``: env ids, episode starts), never on bare observations."""
 
+    learns_from_transitions: ClassVar[bool] = False
+    """True for a learner that reads single transitions (``obs``, ``action``, ``reward``, ``next_obs``,
+    ``terminated``) drawn from a replay buffer in any order (DQN, SAC, TD3); multi-agent envs hand such a
+    learner each agent's transitions (`MultiAgentPolicy`)."""
+
     config_cls: ClassVar[type] = PolicyConfig
     """The config class of this policy's ``policy.type`` (a `PolicyConfig` subclass with the algorithm's
     hyperparameters); ``PolicyConfig(type=...)`` and a ``policy:`` section build it. Default: the shared one."""

@@ -15,8 +15,9 @@ agent (``{"action": {agent: [N]}, "log_prob": {...}, ...}``). Learning takes
 sampled multi-agent data (`rlightning.types.multi_agent_record`): each group's
 batch holds only the valid steps of its agents, so nothing of an agent that had
 finished reaches the loss. On-policy groups (ppo, a2c) read per-agent GAE, which runs in the
-buffer (`MultiAgentGAE`); off-policy groups (dqn with ``n_step: 1``, sac, td3) read each agent's
-replay transitions under the single-agent names (``next_obs``, ``reward``, ``terminated``), and a
+buffer (`MultiAgentGAE`); off-policy groups (dqn, sac, td3) read each agent's
+replay transitions under the single-agent names (``next_obs``, ``reward``, ``terminated``; DQN's
+n-step keys come from `MultiAgentNStep`, per agent), and a
 prioritized row gets the largest TD error of its agents back (`MultiAgentPolicy.priority_update`).
 
 The engines pick this class for envs that declare ``multi_agent = True``
@@ -171,23 +172,30 @@ class MultiAgentPolicy(BasePolicy):
 
     @classmethod
     def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:
-        """GAE per agent (`MultiAgentGAE`) for the algorithms that use the buffer's GAE (ppo, a2c); None for
-        the one-step off-policy learners (DQN, SAC, TD3), which read each agent's transitions as stored.
+        """The per-agent version of the algorithm's buffer post-process: GAE per agent (`MultiAgentGAE`) for
+        ppo and a2c, n-step returns per agent (`MultiAgentNStep`) for DQN's ``n_step > 1``, None for the
+        one-step off-policy learners (DQN, SAC, TD3), which read each agent's transitions as stored.
 
         Raises:
-            ValueError: an algorithm whose buffer post-process has no per-agent version (DQN's n-step returns).
+            ValueError: an algorithm whose buffer post-process has no per-agent version.
         """
         from rlightning.buffer.utils.utils import _GAEPostprocess
+        from rlightning.policy.algorithms.nstep import NStepReturns
 
-        inner = POLICIES.get(policy_cfg.type).buffer_postprocess_fn(policy_cfg)
+        inner_cls = POLICIES.get(policy_cfg.type)
+        inner = inner_cls.buffer_postprocess_fn(policy_cfg)
         if isinstance(inner, _GAEPostprocess):
             return MultiAgentGAE(inner.gamma, inner.gae_lambda)
-        if inner is None:
+        if inner is None and inner_cls.learns_from_transitions:
             return None
+        if isinstance(inner, NStepReturns) and inner_cls.learns_from_transitions:
+            from rlightning.policy.multi_agent_nstep import MultiAgentNStep
+
+            return MultiAgentNStep(inner.n, inner.gamma)
         raise ValueError(
             f"policy.type {policy_cfg.type!r} learns from the buffer postprocess {inner!r}, which has no per-agent "
-            "version; multi-agent envs train with the algorithms that use GAE (ppo, a2c) or one-step replay "
-            "transitions (dqn with n_step: 1, sac, td3)"
+            "version; multi-agent envs train with the algorithms that use GAE (ppo, a2c), n-step returns (dqn) "
+            "or replay transitions (sac, td3)"
         )
 
     # ------------------------------------------------------------------ building
@@ -294,7 +302,7 @@ class MultiAgentPolicy(BasePolicy):
 
     def _on_policy(self) -> bool:
         """True when the groups' algorithm learns from per-agent GAE (ppo, a2c); else from replay transitions."""
-        return isinstance(self.buffer_postprocess_fn(self.config), MultiAgentGAE)
+        return not self.inner_cls.learns_from_transitions
 
     def priority_update(self) -> Optional[Dict[str, Any]]:
         """Prioritized replay: one new priority per sampled row, the largest TD error of its agents' steps.

@@ -127,7 +127,7 @@ def test_the_config_is_checked_before_any_worker():
         validate_config(cfg)
     cfg = apply_overrides(
         load_preset("mpe_ppo"),
-        rdv + ["policy.type=dqn", "policy.n_step=3", "buffer.type=replay", "train.batch_size=32"],
+        rdv + ["policy.type=appo", "engine=asyncrl"],
     )
     with pytest.raises(ConfigError, match="has no per-agent version"):
         validate_config(cfg)

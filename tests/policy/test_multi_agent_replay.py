@@ -7,8 +7,9 @@ from gymnasium import spaces
 from tensordict import TensorDict
 
 from rlightning.policy.multi_agent import MultiAgentPolicy
+from rlightning.policy.multi_agent_nstep import MultiAgentNStep
 from rlightning.types import EnvMeta
-from rlightning.utils.config import ConfigError, PolicyConfig, apply_overrides, load_preset
+from rlightning.utils.config import PolicyConfig, apply_overrides, load_preset
 from rlightning.utils.validate import validate_config
 
 AGENTS = ["agent_0", "agent_1", "agent_2"]
@@ -92,10 +93,39 @@ def test_prioritized_rows_get_the_largest_td_error_of_their_agents():
 
 
 def test_a_multi_agent_config_is_checked_for_a_per_agent_learning_rule():
-    cfg = apply_overrides(load_preset("cartpole_dqn"), RENDEZVOUS + ["cluster.inference=env_workers"])
-    validate_config(cfg)  # one-step DQN: each agent's transitions as stored
-    validate_config(apply_overrides(load_preset("pendulum_sac"), RENDEZVOUS + ["cluster.inference=env_workers"]))
+    for preset in ("cartpole_dqn", "cartpole_rainbow", "pendulum_sac", "pendulum_td3"):
+        validate_config(apply_overrides(load_preset(preset), RENDEZVOUS + ["cluster.inference=env_workers"]))
     cfg = apply_overrides(load_preset("cartpole_rainbow"), RENDEZVOUS + ["cluster.inference=env_workers"])
-    assert cfg.policy.n_step > 1
-    with pytest.raises(ConfigError, match=r"has no per-agent version.*dqn with n_step: 1, sac, td3"):
-        validate_config(cfg)
+    assert isinstance(MultiAgentPolicy.buffer_postprocess_fn(cfg.policy), MultiAgentNStep)
+
+
+def test_n_step_returns_per_agent_stop_at_the_agents_own_end():
+    # two env episodes (lengths 4 and 3); agent a1 terminates at step 1 of the first and truncates at step 0
+    # of the second (its later steps are invalid)
+    gamma, n = 0.5, 3
+    reward = {"a0": torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]), "a1": torch.tensor([10.0, 20, 0, 0, 30, 0, 0])}
+    term = {"a0": torch.tensor([0, 0, 0, 1, 0, 0, 1]).bool(), "a1": torch.tensor([0, 1, 0, 0, 0, 0, 0]).bool()}
+    trunc = {"a0": torch.zeros(7, dtype=torch.bool), "a1": torch.tensor([0, 0, 0, 0, 1, 0, 0]).bool()}
+    data = {}
+    for a in ("a0", "a1"):
+        data.update(
+            {
+                f"agents.{a}.valid": torch.ones(7, dtype=torch.bool),
+                f"next_agents.{a}.reward": reward[a],
+                f"next_agents.{a}.obs": torch.arange(7.0).reshape(7, 1) + (100 if a == "a1" else 0),
+                f"next_agents.{a}.terminated": term[a],
+                f"next_agents.{a}.truncated": trunc[a],
+            }
+        )
+    out = MultiAgentNStep(n, gamma).batched(TensorDict(data, batch_size=[7]), torch.tensor([4, 3]))
+    # a0: plain n-step inside each env episode
+    assert out["agents.a0.nstep_reward"].tolist() == pytest.approx([2.75, 4.5, 5.0, 4.0, 9.75, 9.5, 7.0])
+    assert out["agents.a0.nstep_discount"].tolist() == pytest.approx([0.125, 0, 0, 0, 0, 0, 0])
+    assert out["agents.a0.nstep_next_obs"].reshape(-1).tolist() == [2, 3, 3, 3, 6, 6, 6]
+    # a1: its own episode is steps 0-1 (terminated), then its invalid rest of the env episode (2-3);
+    # in the second env episode it truncates at step 4: bootstraps from its own next obs with gamma^1
+    assert out["agents.a1.nstep_reward"][[0, 1, 4]].tolist() == pytest.approx([20.0, 20.0, 30.0])
+    assert out["agents.a1.nstep_discount"][[0, 1, 4]].tolist() == pytest.approx([0.0, 0.0, 0.5])
+    assert out["agents.a1.nstep_next_obs"].reshape(-1)[[0, 1, 4]].tolist() == [101, 101, 104]
+    with pytest.raises(KeyError, match=r"agent 'a1' lacks \['next_agents.a1.obs'\]"):
+        MultiAgentNStep(n, gamma).batched(TensorDict(data, batch_size=[7]).exclude("next_agents.a1.obs"), [4, 3])

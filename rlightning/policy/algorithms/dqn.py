@@ -111,6 +111,7 @@ class DQNPolicy(BasePolicy):
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     sync_module_names = ("encoder", "q", "progress")
+    learns_from_transitions = True
     REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
 
     @classmethod

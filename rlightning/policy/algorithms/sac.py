@@ -104,6 +104,7 @@ class SACPolicy(BasePolicy):
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     sync_module_names = ("encoder", "actor")
+    learns_from_transitions = True
     REQUIRED_KEYS = REPLAY_KEYS
 
     def construct_network(self, env_meta: EnvMeta) -> None:

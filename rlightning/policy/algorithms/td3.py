@@ -88,6 +88,7 @@ class TD3Policy(BasePolicy):
     """Action space kinds this policy can act in (checked before any worker starts)."""
 
     sync_module_names = ("encoder", "actor", "progress")
+    learns_from_transitions = True
     REQUIRED_KEYS = REPLAY_KEYS
 
     def construct_network(self, env_meta: EnvMeta) -> None:
