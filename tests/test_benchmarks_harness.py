@@ -247,3 +247,19 @@ def test_measure_side_takes_a_shared_result_without_launching(monkeypatch):
     side = next(s for s in item.sides if s.key == "rl_ray")
     (got,) = main.measure_side(item, side, args, {"solve": res})
     assert got["values"] == [21.0] and got["extras"]["solved"] == [False] and not got["busy"]
+
+
+def test_pixel_ppo_end_to_end_is_judged_against_rllib_and_sb3():
+    case = "8 envs x 128 steps"
+    ms = [
+        m("pixelppo", case, "rl_local", [90.0, 100.0, 110.0]),
+        m("pixelppo", case, "rl_ray", [80.0]),
+        m("pixelppo", case, "rllib", [40.0, 45.0, 60.0]),
+        m("pixelppo", case, "sb3", [95.0, 105.0, 120.0]),
+    ]
+    vs = report.judge(ms)
+    assert verdict(vs, "rl_local", "rllib", case)["ratio"] == pytest.approx(100 / 45)
+    assert verdict(vs, "rl_local", "rllib", case)["met"]  # >= 2x RLlib
+    assert verdict(vs, "rl_local", "sb3", case)["ratio"] == pytest.approx(100 / 105)
+    assert not verdict(vs, "rl_local", "sb3", case)["met"]  # >= 1x SB3
+    assert not report.ITEMS["pixelppo"].quick_default  # minutes per side: full runs or --only

@@ -178,6 +178,34 @@ ITEMS: Dict[str, Item] = {
         ),
         ("2x16",),
     ),
+    "pixelppo": Item(
+        "pixelppo",
+        "Pixel PPO end to end (sampling and learning), synthetic 84x84x4 uint8 frames, Nature CNN, 8 envs x 128 "
+        "steps, 4 epochs of 4 minibatches (env steps/s)",
+        (
+            Side(
+                "rl_local",
+                "rlightning, one local env worker of 8 acting with its policy copy (atari_ppo's PPO)",
+                "ours",
+                "ours",
+                "rlightning_pixelppo.py",
+                ("--mode", "local"),
+            ),
+            Side(
+                "rl_ray",
+                "rlightning, 2 Ray env workers x 4 (atari_ppo's layout)",
+                "info",
+                "ours",
+                "rlightning_pixelppo.py",
+                ("--mode", "ray"),
+            ),
+            Side("rllib", "RLlib PPO, 1 EnvRunner x 8, learner in the driver", "peer", "rllib", "rllib_pixelppo.py"),
+            Side("sb3", "Stable-Baselines3 PPO CnnPolicy, DummyVecEnv of 8", "peer", "sb3", "sb3_pixelppo.py"),
+        ),
+        ("8 envs x 128 steps",),
+        quick_default=False,
+        extra_cols=("env_steps",),
+    ),
     "buffer": Item(
         "buffer",
         "Replay buffer: extend (chunks of 1000, transitions/s) and sample (batch 256, batches/s)",
@@ -334,6 +362,8 @@ GOALS: Tuple[Goal, ...] = (
     Goal("sampling", "rl_local", "limit", ">=", 0.8),
     Goal("pixels", "rl_ray", "limit", ">=", 0.6),
     Goal("pixels", "rl_ray", "rllib", ">=", 2.0),
+    Goal("pixelppo", "rl_local", "rllib", ">=", 2.0),
+    Goal("pixelppo", "rl_local", "sb3", ">=", 1.0),
     Goal("buffer", "rl_local", "torchrl", ">=", 1.0),
     Goal("buffer", "rl_local", "limit", ">=", 0.8),
     Goal("ppo", "rl_ray", "rllib", "<=", 0.7),
