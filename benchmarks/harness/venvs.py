@@ -23,7 +23,7 @@ TORCH = "torch==2.13.0"
 PEERS: Dict[str, tuple] = {
     "rllib": (["ray[rllib]==2.60.0"], ["ray", "torch", "gymnasium", "numpy"]),
     "torchrl": (["torchrl==0.14.*", "tensordict<0.15", "gymnasium"], ["torchrl", "tensordict", "torch", "gymnasium"]),
-    "sb3": (["stable-baselines3==2.9.*", "gymnasium"], ["stable_baselines3", "torch", "gymnasium", "numpy"]),
+    "sb3": (["stable-baselines3==2.9.*", "gymnasium[box2d]"], ["stable_baselines3", "torch", "gymnasium", "numpy"]),
 }
 
 

@@ -21,6 +21,7 @@ c.set_threads()
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import stable_baselines3 as sb3  # noqa: E402
+from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.noise import NormalActionNoise  # noqa: E402
 
 
@@ -95,6 +96,14 @@ CASES: Dict[str, Tuple[str, str, int, Callable[[], Dict[str, Any]]]] = {
             policy_kwargs=dict(log_std_init=-3.67, net_arch=[64, 64]),
         ),
     ),
+    # PPO LunarLander: the zoo's LunarLander-v2 entry (v3 is the same task on today's gymnasium); n_envs is the
+    # vectorised env's size, not a PPO argument.
+    "ppo_lunar": (
+        "PPO",
+        "LunarLander-v3",
+        1_000_000,
+        lambda: dict(n_envs=16, n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4, ent_coef=0.01),
+    ),
 }
 
 
@@ -119,7 +128,10 @@ def main() -> None:
     a = c.args(lambda p: p.add_argument("--episodes", type=int, default=10))
     for case in a.cases or ["dqn_cartpole"]:
         algo, env_id, budget, hyper = CASES[case]
-        model = getattr(sb3, algo)("MlpPolicy", env_id, seed=a.seed, device="cpu", verbose=0, **hyper())
+        kwargs = hyper()
+        n_envs = kwargs.pop("n_envs", 1)
+        env = make_vec_env(env_id, n_envs=n_envs, seed=a.seed) if n_envs > 1 else env_id
+        model = getattr(sb3, algo)("MlpPolicy", env, seed=a.seed, device="cpu", verbose=0, **kwargs)
         c.begin(case)
         t0 = time.perf_counter()
         model.learn(total_timesteps=budget)
