@@ -112,14 +112,24 @@ def run_row(name: str, seed: int, episodes: int = 10, extra: Sequence[str] = ())
                 *extra,
             ],
         )
-        engine = build_run(cfg).engine
+        cl = cfg.cluster
+        remote = cl.remote_env or cl.remote_eval or cl.remote_train or cl.remote_storage
+        if remote:  # a preset with Ray actors (lunar_ppo's env workers): a local runtime, not timed
+            from rlightning.utils.ray.runtime import acquire_ray, release_ray
+
+            acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
         try:
-            t0 = time.perf_counter()
-            engine.run()
-            wall = time.perf_counter() - t0
-            result = engine.evaluate(episodes)
+            engine = build_run(cfg).engine
+            try:
+                t0 = time.perf_counter()
+                engine.run()
+                wall = time.perf_counter() - t0
+                result = engine.evaluate(episodes)
+            finally:
+                engine.close()
         finally:
-            engine.close()
+            if remote:
+                release_ray()
     return {
         "row": name,
         "side": "rlightning",
