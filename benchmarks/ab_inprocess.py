@@ -10,6 +10,8 @@ Run it once per tree, alternating trees (``PYTHONPATH`` names the tree whose rli
 alternating windows. ``buffer``: ``DataBuffer.sample(256)`` on a full buffer against one
 ``randint`` + ``index_select`` per key on a filled copy of the same tensors. Each prints the
 median of the per-round ratios (ours / limit); compare the ratios of the two trees, not rates.
+``--clock cpu`` counts ``sampling``'s rates per CPU second of the process instead of per
+wall-clock second (both sides are single-threaded; other processes' load inflates CPU time least).
 
 ``transition`` loads the rlightning of several trees into one process (each tree's modules
 imported apart) and times ``Storage.add_transition`` of each in alternating windows::
@@ -42,7 +44,7 @@ def _tree() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(rlightning.__file__)))
 
 
-def sampling(label: str, cases, seconds: float, rounds: int) -> None:
+def sampling(label: str, cases, seconds: float, rounds: int, clock: str = "wall") -> None:
     tree = _tree()
     sys.path.insert(0, os.path.join(tree, "benchmarks", "peers"))
     import _common as c  # noqa: E402
@@ -55,11 +57,16 @@ def sampling(label: str, cases, seconds: float, rounds: int) -> None:
 
     c.set_threads()
     for case in cases:
-        _sampling_case(c, rs, build_run, gym, torch, nn, label, case, seconds, rounds)
+        _sampling_case(c, rs, build_run, gym, torch, nn, label, case, seconds, rounds, clock)
 
 
-def _sampling_case(c, rs, build_run, gym, torch, nn, label: str, case: str, seconds: float, rounds: int) -> None:
+def _sampling_case(
+    c, rs, build_run, gym, torch, nn, label: str, case: str, seconds: float, rounds: int, clock: str
+) -> None:
     w, n = c.parse_case(case)
+    # Rates per wall-clock or per CPU second of this process (both sides are single-threaded; load
+    # inflates CPU time least). The windows themselves are wall-clock.
+    timer = time.process_time if clock == "cpu" else time.perf_counter
     engine = build_run(rs.config("local", case)).engine
     env = gym.make_vec(c.ENV, num_envs=w * n, vectorization_mode="vector_entry_point")
     actor = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2))
@@ -75,9 +82,9 @@ def _sampling_case(c, rs, build_run, gym, torch, nn, label: str, case: str, seco
         return 128 * w * n
 
     def ours():
-        t0 = time.perf_counter()
+        t0 = timer()
         steps = engine.rollout()["rollout_env_steps"]
-        dt = time.perf_counter() - t0
+        dt = timer() - t0
         engine.buffer.clear()  # untimed
         return steps, dt
 
@@ -91,11 +98,11 @@ def _sampling_case(c, rs, build_run, gym, torch, nn, label: str, case: str, seco
             s, dt = ours()
             done, spent = done + s, spent + dt
         mine = done / spent
-        done, t = 0, time.perf_counter()
+        done, t, t_rate = 0, time.perf_counter(), timer()
         while time.perf_counter() - t < seconds:
             done += limit()
         rates.append(mine)
-        ratios.append(mine / (done / (time.perf_counter() - t)))
+        ratios.append(mine / (done / (timer() - t_rate)))
     per = ", ".join(f"{r:.2f}" for r in ratios)
     print(
         f"{label} sampling {case}: ours {statistics.median(rates):.0f} env steps/s, "
@@ -314,10 +321,13 @@ def main() -> None:
     p.add_argument("--kinds", default="cartpole,image", help="buffer kinds")
     p.add_argument("--seconds", type=float, default=0.5, help="seconds per sampling window")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="sampling: rates per wall-clock or CPU second"
+    )
     a = p.parse_args()
     label = a.label or _tree()
     if a.item == "sampling":
-        sampling(label, a.cases.split(","), a.seconds, a.rounds)
+        sampling(label, a.cases.split(","), a.seconds, a.rounds, a.clock)
     elif a.item in ("transition", "rollout"):
         trees = a.trees.split(",") if a.trees else [_tree()]
         if a.item == "transition":

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from rlightning.policy.algorithms.networks import mlp, mlp_forward
+from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
@@ -192,19 +192,15 @@ class PPOPolicy(BasePolicy):
         value = mlp_forward(self.critic, x_vf).squeeze(-1)
         if self.kind == "discrete":
             # The categorical distribution by hand: building a torch Categorical per step (argument
-            # checks, a second normalisation) cost as much as the two forward passes on CartPole.
-            # Same draws: Categorical.sample is torch.multinomial over the softmax probabilities.
+            # checks, a second normalisation) cost as much as the two forward passes on CartPole;
+            # torch.multinomial (its sample) two to three times the Gumbel-max draw.
             logp_all = torch.log_softmax(mlp_forward(self.actor, x), dim=-1)
-            if deterministic:
-                sample = logp_all.argmax(-1)
-            else:
-                flat = logp_all.exp().reshape(-1, logp_all.shape[-1])
-                sample = torch.multinomial(flat, 1, True).reshape(logp_all.shape[:-1])
+            sample = logp_all.argmax(-1) if deterministic else categorical_draw(logp_all)
             log_prob = logp_all.gather(-1, sample.unsqueeze(-1)).squeeze(-1)
             out = {
                 "log_prob": log_prob.float().cpu().numpy(),
                 "value": value.float().cpu().numpy(),
-                "action": (sample + self.action_start).to(torch.int64).cpu().numpy(),
+                "action": (sample if self.action_start == 0 else sample + self.action_start).cpu().numpy(),
             }
             if recurrent is not None:
                 out.update(recurrent)
