@@ -75,8 +75,8 @@ class SACConfig(PolicyConfig):
     """gSDE: std = expln(log_std) (exp below 0, log1p + 1 above), which grows slowly; False: exp."""
     sde_learn_features: bool = False
     """gSDE: the noise's gradients reach the actor's latent features (False: detached, as in the paper)."""
-    sde_clip_mean: float = Field(2.0, ge=0)
-    """gSDE: the pre-squash mean is clipped to [-sde_clip_mean, sde_clip_mean] (0: not clipped)."""
+    sde_mean_bound: float = Field(2.0, ge=0)
+    """gSDE: the pre-squash mean is clipped to [-sde_mean_bound, sde_mean_bound] (0: not clipped)."""
 
     @field_validator("sde_sample_freq")
     @classmethod
@@ -177,7 +177,7 @@ class SACPolicy(BasePolicy):
             learn_features=cfg.sde_learn_features,
         )
         return GSDEActor(
-            self.encoder.dim, low, high, cfg.hidden_sizes, cfg.activation, noise, clip_mean=cfg.sde_clip_mean
+            self.encoder.dim, low, high, cfg.hidden_sizes, cfg.activation, noise, clip_mean=cfg.sde_mean_bound
         )
 
     def exploration_matrices(self, n: int) -> torch.Tensor:
