@@ -159,7 +159,8 @@ class BaseEngine:
     def rollout(self) -> Dict[str, Any]:
         """Collect ``train.rollout_steps`` steps from every env worker into the buffer."""
         with self._phase("rollout"):
-            steps = self._collect(self.config.train.rollout_steps, truncate_at_end=self.on_policy)
+            cut = self.on_policy or self.config.train.store_open_episodes
+            steps = self._collect(self.config.train.rollout_steps, truncate_at_end=cut)
         self.env_steps += steps
         return {"rollout_env_steps": steps}
 

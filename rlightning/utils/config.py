@@ -397,6 +397,11 @@ class TrainConfig(_Config):
     """Off-policy: env steps collected before training starts."""
     updates_per_iteration: int = Field(1, ge=1)
     """Off-policy: gradient updates per iteration."""
+    store_open_episodes: bool = False
+    """Off-policy, syncrl: at the end of each rollout also store the episodes still running (as truncated
+    segments that continue in the next rollout), so training sees every step collected so far, as SB3 does;
+    False: an episode is stored once it ends. The critic targets use ``terminated`` only, so a cut does not
+    change them (n-step returns stop at it)."""
     total_env_steps: Optional[int] = Field(None, ge=1)
     """Stop once this many env steps are collected (None: ``iterations`` decides)."""
     target_return: Optional[float] = None

@@ -6,6 +6,14 @@ follows the observation space (`build_encoder`: MLP features, a CNN, a Dict
 encoder); a trainable one learns from the critic loss, the actor reads its
 features detached (as in SAC-AE and DrQ). Eval
 workers build only the encoder and the actor (what weight sync sends).
+
+With ``use_sde`` the actor explores with generalized State-Dependent Exploration
+(`rlightning.policy.networks.gsde`): the noise is the actor's latent features
+times an exploration matrix drawn per acting row, kept for ``sde_sample_freq``
+acting steps (-1: until new weights arrive, i.e. for one collection phase),
+with a learned std (``log_std_init``). The matrix rule runs in whichever copy
+acts (an eval worker, or an env worker's copy); deterministic acting takes the
+mean. In training every sampled row draws its own matrix.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 from torch import nn
 
 from rlightning.policy.algorithms.networks import action_kind, mlp
@@ -30,6 +38,7 @@ from rlightning.policy.algorithms.twin_critic import (
 )
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, obs_to_tensor
+from rlightning.policy.networks.gsde import GSDEActor, StateDependentNoise
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -53,6 +62,28 @@ class SACConfig(PolicyConfig):
     """Critic (and temperature) learning rate (None: ``optim.lr``)."""
     policy_frequency: int = Field(2, ge=1)
     """Actor updates every this many critic updates."""
+    use_sde: bool = False
+    """Explore with gSDE (Raffin et al. 2021) instead of a state-dependent Gaussian's independent noise."""
+    sde_sample_freq: int = -1
+    """gSDE: draw new exploration matrices every this many acting steps (-1: only when new weights arrive,
+    i.e. once per collection phase after training began; before the first sync one matrix serves)."""
+    log_std_init: float = -3.0
+    """gSDE: initial log std of the exploration matrix's entries."""
+    full_std: bool = True
+    """gSDE: one std per (latent feature, action dim); False: one per latent feature."""
+    use_expln: bool = False
+    """gSDE: std = expln(log_std) (exp below 0, log1p + 1 above), which grows slowly; False: exp."""
+    sde_learn_features: bool = False
+    """gSDE: the noise's gradients reach the actor's latent features (False: detached, as in the paper)."""
+    sde_mean_bound: float = Field(2.0, ge=0)
+    """gSDE: the pre-squash mean is clipped to [-sde_mean_bound, sde_mean_bound] (0: not clipped)."""
+
+    @field_validator("sde_sample_freq")
+    @classmethod
+    def _check_sample_freq(cls, v: int) -> int:
+        if v == 0 or v < -1:
+            raise ValueError(f"sde_sample_freq must be -1 (once per collection phase) or >= 1 steps, got {v}")
+        return v
 
 
 class SquashedGaussianActor(nn.Module):
@@ -123,15 +154,53 @@ class SACPolicy(BasePolicy):
             build_encoder(env_meta.observation_space, cnn=cfg.cnn, normalize=cfg.norm_obs, policy_name="sac"),
         )
         low, high = space.low.astype(np.float32), space.high.astype(np.float32)
-        self.actor = self.register_module(
-            "actor", SquashedGaussianActor(self.encoder.dim, low, high, cfg.hidden_sizes, cfg.activation)
-        )
+        self.actor = self.register_module("actor", self._build_actor(low, high))
+        self._sde_matrices: Optional[torch.Tensor] = None
+        self._sde_version, self._sde_steps = -1, 0
         self.act_dim = int(low.shape[0])
         self.target_entropy = float(cfg.target_entropy) if cfg.target_entropy is not None else -float(self.act_dim)
         if self.role_type is not PolicyRole.TRAIN:
             return
         build_twin_critics(self, self.encoder.dim, self.act_dim)
         self.log_alpha = self.register_module("log_alpha", LogAlpha(cfg.alpha))
+
+    def _build_actor(self, low: np.ndarray, high: np.ndarray) -> nn.Module:
+        cfg = self.config
+        if not cfg.use_sde:
+            return SquashedGaussianActor(self.encoder.dim, low, high, cfg.hidden_sizes, cfg.activation)
+        latent_dim = cfg.hidden_sizes[-1] if cfg.hidden_sizes else self.encoder.dim
+        noise = StateDependentNoise(
+            latent_dim,
+            int(low.shape[0]),
+            log_std_init=cfg.log_std_init,
+            full_std=cfg.full_std,
+            use_expln=cfg.use_expln,
+            learn_features=cfg.sde_learn_features,
+        )
+        return GSDEActor(
+            self.encoder.dim, low, high, cfg.hidden_sizes, cfg.activation, noise, clip_mean=cfg.sde_mean_bound
+        )
+
+    def exploration_matrices(self, n: int) -> torch.Tensor:
+        """gSDE's acting exploration matrices ``[n, latent, act]`` (one per acting row), by the sampling rule.
+
+        New ones are drawn when there are none yet, when the number of rows changes, when new weights arrived
+        (``weight_version`` moved: a new collection phase) and, with ``sde_sample_freq > 0``, after that
+        many acting steps; otherwise the same matrices serve (the noise is a function of the state).
+        """
+        freq = self.config.sde_sample_freq
+        w = self._sde_matrices
+        if (
+            w is None
+            or w.shape[0] != n
+            or self._sde_version != self.weight_version
+            or (freq > 0 and self._sde_steps >= freq)
+        ):
+            with torch.no_grad():
+                w = self._sde_matrices = self.actor.noise.sample_matrices(n)
+            self._sde_version, self._sde_steps = self.weight_version, 0
+        self._sde_steps += 1
+        return w
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Actor, critic (``q_lr``) and temperature optimizers."""
@@ -144,8 +213,12 @@ class SACPolicy(BasePolicy):
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
-        """Squashed Gaussian sample (or its mean) in the action Box."""
-        action, _ = self.actor(self.encoder(obs_to_tensor(obs, self.device)), deterministic)
+        """Squashed Gaussian sample (or its mean) in the action Box (gSDE: see `exploration_matrices`)."""
+        x = self.encoder(obs_to_tensor(obs, self.device))
+        if self.config.use_sde and not deterministic:
+            action, _ = self.actor(x, exploration_matrix=self.exploration_matrices(x.shape[0]))
+        else:
+            action, _ = self.actor(x, deterministic)
         return {"action": action.float().cpu().numpy()}
 
     def update_dataset(self, data: Any) -> None:
