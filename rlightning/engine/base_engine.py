@@ -120,6 +120,7 @@ class BaseEngine:
             self.env_ids,
             num_storages=cfg.cluster.buffer_worker_num,
             num_train_workers=cfg.cluster.train_worker_num,
+            run_seed=cfg.seed,  # the samplers' seeds when buffer.seed is unset
             **buffer_placement(cfg, self.env_group, self.policy_group),
         )
         self._sync_policy_weights()

@@ -375,7 +375,8 @@ class BufferConfig(_Config):
     nan_guard: Literal["raise", "drop", "warn"] = "raise"
     """What a NaN or inf in an observation or reward does: raise, drop the episode, or log a warning."""
     seed: Optional[int] = Field(None, ge=0)
-    """Seed of the samplers (shard ``i`` uses ``seed + i``); None draws a random one."""
+    """Seed of the samplers (shard ``i`` uses ``seed + i``); None: derived from the run's ``seed`` when an
+    engine builds the buffer (``DataBuffer.init(run_seed=...)``), random for a buffer initialised without one."""
     on_shard_loss: Literal["replace", "raise"] = "replace"
     """A storage shard actor that dies: replaced by an empty shard (what it held is reported), or the run stops."""
     node_affinity_env: bool = False
