@@ -17,6 +17,7 @@ __all__ = [
     "as_items",
     "cat_parts",
     "create_storages",
+    "interleave",
     "merge_stats",
     "pair_items",
     "shard_base_seed",
@@ -102,6 +103,15 @@ def _pad_time(td: TensorDict, width: int) -> TensorDict:
     if "mask" in out:
         out["mask"][:, length:] = False
     return TensorDict(out, batch_size=[b, width])
+
+
+def interleave(parts: List[TensorDict], num_batches: int) -> List[TensorDict]:
+    """Pieces to concatenate so that batch ``i`` is the ``i``-th chunk of every part, part after part.
+
+    Each part holds ``num_batches`` equal chunks (one shard's share of each batch, drawn together).
+    """
+    chunks = [p.batch_size[0] // num_batches for p in parts]
+    return [p[i * c : (i + 1) * c] for i in range(num_batches) for p, c in zip(parts, chunks) if c]
 
 
 def cat_parts(parts: List[TensorDict]) -> TensorDict:

@@ -398,6 +398,11 @@ class TrainConfig(_Config):
     """Off-policy: env steps collected before training starts."""
     updates_per_iteration: int = Field(1, ge=1)
     """Off-policy: gradient updates per iteration."""
+    batched_updates: bool = True
+    """Off-policy with the uniform sampler and a policy that supports it (DQN, SAC, TD3): draw an iteration's
+    ``updates_per_iteration`` batches in one buffer sample and train them in one call per train worker (the
+    same batches in distribution, the same updates in order); False: one sample and one call per update.
+    Prioritized replay always samples once per update (each draw sees the priorities written before it)."""
     total_env_steps: Optional[int] = Field(None, ge=1)
     """Stop once this many env steps are collected (None: ``iterations`` decides)."""
     target_return: Optional[float] = None
