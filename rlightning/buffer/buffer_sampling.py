@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from rlightning.buffer.shard_recovery import ShardSet
-from rlightning.buffer.sharding import cat_parts, split_batch
+from rlightning.buffer.sharding import cat_parts, interleave, split_batch
 from rlightning.buffer.utils import EpisodeTable
 from rlightning.buffer.utils.tensor_store import unpack_tensordicts
 from rlightning.buffer.utils.timing import OpTimer
@@ -46,19 +46,31 @@ class BufferSampler:
         self.clear_after_sample = clear_after_sample
         self.timer = timer
 
-    def sample(self, batch_size: Optional[int] = None) -> List[TensorDict]:
+    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1) -> List[TensorDict]:
         """Draw one batch per train worker from that worker's shards (one call per shard).
 
         Args:
             batch_size: Items per train worker (ignored by the ``all`` sampler).
+            num_batches: Uniform sampler only: ``num_batches`` independent batches per train worker in the
+                same calls, one after the other (rows ``[i * batch_size, (i + 1) * batch_size)`` the i-th);
+                each is drawn as one ``sample(batch_size)`` would draw it, its share of every shard included.
 
         Returns:
-            A list with one TensorDict per train worker.
+            A list with one TensorDict per train worker (``batch_size * num_batches`` rows each).
 
         Raises:
-            ValueError: a batch larger than what the worker's shards hold.
+            ValueError: a batch larger than what the worker's shards hold; ``num_batches`` not a positive
+                integer, or above 1 with a sampler other than uniform.
             StorageShardLostError: a shard died and ``on_shard_loss`` is ``raise``.
         """
+        if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 1:
+            raise ValueError(f"num_batches must be a positive integer, got {num_batches!r}")
+        if num_batches > 1 and self.sampler != "uniform":
+            raise ValueError(
+                f"num_batches={num_batches} draws several independent batches at once, which only the 'uniform' "
+                f"sampler can; this buffer uses {self.sampler!r} (prioritized: the priorities change between "
+                "batches): sample once per batch"
+            )
         t0 = time.perf_counter()
         table = self.table()
         shards = self.shards
@@ -72,9 +84,9 @@ class BufferSampler:
             and batch_size <= local.size
         ):  # one local shard, one train worker: what `_sample` would do, without the routing
             with shards.handles[0].lock:  # the call a handle would make, under the worker's lock
-                out = [local.sample(batch_size)]
+                out = [local.sample(batch_size, num_batches)]
         else:
-            out = shards.recovering(lambda: self._sample(batch_size))
+            out = shards.recovering(lambda: self._sample(batch_size, num_batches))
         self.timer.add("sample", time.perf_counter() - t0)
         return out
 
@@ -89,7 +101,7 @@ class BufferSampler:
             for w in range(table.num_train_workers)
         )
 
-    def _sample(self, batch_size: Optional[int]) -> List[TensorDict]:
+    def _sample(self, batch_size: Optional[int], num_batches: int = 1) -> List[TensorDict]:
         table = self.table()
         sizes = self.shards.sizes
         s2w = table.get_storage_to_train_workers()
@@ -114,8 +126,9 @@ class BufferSampler:
                     f"cannot sample batch_size={shard_batch[s]} for train workers {s2w[s]}: storage shard {s} "
                     f"holds {sizes[s]} {self.unit}s; add more data first or ask for fewer"
                 )
+        extra = (num_batches,) if num_batches > 1 else ()
         futures = [
-            self.shards.submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample)
+            self.shards.submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample, *extra)
             for s in shards
         ]
         results = unpack_tensordicts(resolve(futures))
@@ -127,6 +140,8 @@ class BufferSampler:
                 if self.sampler == "prioritized" and part.batch_size[0]:
                     part.set("_shard", torch.full(part.batch_size[:1], s, dtype=torch.int64))
                 per_worker[w].append(part)
+        if num_batches > 1:  # batch i: the i-th share of every shard, as sample(batch_size) would draw it
+            per_worker = [interleave(p, num_batches) if len(p) > 1 else p for p in per_worker]
         out = [cat_parts(p) for p in per_worker]
         if not sized:  # a worker fed by several shards still gets one shuffled whole
             out = [o[torch.randperm(o.batch_size[0])] if len(p) > 1 else o for o, p in zip(out, per_worker)]

@@ -39,6 +39,6 @@ class RolloutBuffer(DataBuffer):
                 self.config.sampler,
             )
 
-    def sample(self, batch_size: Optional[int] = None) -> List[TensorDict]:
+    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1) -> List[TensorDict]:
         """Draw one batch per train worker, then clear the shards."""
-        return super().sample(batch_size)
+        return super().sample(batch_size, num_batches)

@@ -25,7 +25,7 @@ from tensordict import TensorDict
 
 from rlightning.buffer.buffer_sampling import BufferSampler
 from rlightning.buffer.shard_recovery import ShardSet, StorageShardLostError
-from rlightning.buffer.sharding import as_items, merge_stats, pair_items
+from rlightning.buffer.sharding import as_items, merge_stats, pair_items, shard_base_seed
 from rlightning.buffer.utils import BufferView, EpisodeTable
 from rlightning.buffer.utils.preprocessors import ComposePreprocessor, RunningMeanStdPreprocessor
 from rlightning.buffer.utils.tensor_store import unpack_tensordicts
@@ -145,6 +145,7 @@ class DataBuffer:
         component_distribution: Optional[Dict[str, Dict[str, Dict[str, Any]]]] = None,
         node_affinity_env: Optional[bool] = None,
         node_affinity_train: Optional[bool] = None,
+        run_seed: Optional[int] = None,
     ) -> DataBuffer:
         """Create the storage shards: local objects, or Ray actors as the buffer's ``remote`` / ``placement`` say.
 
@@ -158,6 +159,9 @@ class DataBuffer:
             component_distribution: Where storages, envs and train workers run (node affinity).
             node_affinity_env: Bind envs to shards on their node (None: whenever a distribution is given).
             node_affinity_train: Bind train workers to shards on their node (None: likewise).
+            run_seed: The run's seed (``MainConfig.seed``): with ``buffer.seed`` unset the shards' samplers
+                are seeded from it (`shard_base_seed`), so a seeded run draws the same batches again;
+                an explicit ``buffer.seed`` wins. None with ``buffer.seed`` unset: random draws.
 
         Returns:
             self.
@@ -190,6 +194,7 @@ class DataBuffer:
             storage_options = [with_env_vars(o, placement.env_vars()) for o in storage_options]
         else:
             storage_options = with_env_vars(storage_options, placement.env_vars())
+        self.shards.seed = shard_base_seed(self.config.seed, run_seed)
         self.shards.launch(kwargs, num_storages, placement.remote_storage, storage_options)
         self.episode_table = table
         logger.info(
@@ -245,9 +250,10 @@ class DataBuffer:
         """Indices of remote shards whose actor is dead."""
         return self.shards.dead_shards(timeout)
 
-    def sample(self, batch_size: Optional[int] = None) -> List[TensorDict]:
-        """Draw one batch per train worker from that worker's shards (see `BufferSampler.sample`)."""
-        return self.sampling.sample(batch_size)
+    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1) -> List[TensorDict]:
+        """Draw one batch per train worker from that worker's shards, or ``num_batches`` one after the other
+        (uniform sampler; see `BufferSampler.sample`)."""
+        return self.sampling.sample(batch_size, num_batches)
 
     def can_sample(self, batch_size: int) -> bool:
         """True when every train worker's shards hold at least ``batch_size`` items together."""

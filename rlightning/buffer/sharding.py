@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 
@@ -12,7 +13,19 @@ from rlightning.buffer.utils import EpisodeTable, Storage
 from rlightning.types import BatchedData, is_object_ref
 from rlightning.utils.utils import InternalFlag
 
-__all__ = ["as_items", "cat_parts", "create_storages", "merge_stats", "pair_items", "split_batch"]
+__all__ = [
+    "as_items",
+    "cat_parts",
+    "create_storages",
+    "interleave",
+    "merge_stats",
+    "pair_items",
+    "shard_base_seed",
+    "split_batch",
+]
+
+#: Mixed with a run's seed to give its buffer's samplers a stream of their own (not the envs' or the policy's).
+_BUFFER_STREAM = 0x5EED_B0FF
 
 
 def as_items(data: Any, what: str) -> List[Tuple[Any, Any]]:
@@ -92,6 +105,15 @@ def _pad_time(td: TensorDict, width: int) -> TensorDict:
     return TensorDict(out, batch_size=[b, width])
 
 
+def interleave(parts: List[TensorDict], num_batches: int) -> List[TensorDict]:
+    """Pieces to concatenate so that batch ``i`` is the ``i``-th chunk of every part, part after part.
+
+    Each part holds ``num_batches`` equal chunks (one shard's share of each batch, drawn together).
+    """
+    chunks = [p.batch_size[0] // num_batches for p in parts]
+    return [p[i * c : (i + 1) * c] for i in range(num_batches) for p, c in zip(parts, chunks) if c]
+
+
 def cat_parts(parts: List[TensorDict]) -> TensorDict:
     """Concatenate one train worker's parts from several shards (episode batches are padded to one width)."""
     parts = [p for p in parts if p.batch_size[0] > 0 or len(list(p.keys()))]
@@ -106,6 +128,26 @@ def cat_parts(parts: List[TensorDict]) -> TensorDict:
         width = max(p.batch_size[1] for p in parts)
         parts = [_pad_time(p, width) for p in parts]
     return torch.cat(parts, dim=0)
+
+
+def shard_base_seed(buffer_seed: Optional[int], run_seed: Optional[int]) -> Optional[int]:
+    """The base seed of a buffer's shards (shard ``i`` uses base ``+ i``).
+
+    ``buffer_seed`` (``BufferConfig.seed``) when set; else one derived from ``run_seed`` (the run's
+    ``MainConfig.seed``) through a `numpy.random.SeedSequence` with a buffer tag, so the samplers' streams
+    differ from every other use of the run's seed and from each other; None when neither is set.
+
+    Raises:
+        ValueError: a negative or non-integer seed.
+    """
+    for name, value in (("buffer seed", buffer_seed), ("run seed", run_seed)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
+            raise ValueError(f"the {name} must be None or an integer >= 0, got {value!r}")
+    if buffer_seed is not None:
+        return int(buffer_seed)
+    if run_seed is None:
+        return None
+    return int(np.random.SeedSequence([int(run_seed), _BUFFER_STREAM]).generate_state(1)[0])
 
 
 def create_storages(

@@ -203,26 +203,52 @@ class AsyncRLEngine(BaseEngine):
         self.env_steps += new
         return {"rollout_env_steps": new}
 
-    def update_dataset(self) -> Dict[str, Any]:
-        """Sample one batch per train worker (under the buffer lock)."""
+    def update_dataset(self, num_batches: int = 1) -> Dict[str, Any]:
+        """Sample one batch per train worker, or ``num_batches`` at once (under the buffer lock)."""
         with self._lock:
-            return super().update_dataset()
+            return super().update_dataset(num_batches)
 
     def sync_weights(self) -> Dict[str, Any]:
         """Sync weights while no rollout inference is running."""
         with self._lock:
             return super().sync_weights()
 
-    def train(self) -> Dict[str, Any]:
-        """One learner update (holding the lock only when eval and train share workers)."""
-        if self._learner_acts or self.config.cluster.is_colocated:
-            with self._lock:
-                out = super().train()
-        else:
-            out = super().train()
+    def train(self, minibatches: int = 1) -> Dict[str, Any]:
+        """One learner update, or ``minibatches`` in one call (holding the lock only when eval and train share
+        workers).
+
+        One update counts once done; a call of several counts them all when it starts, so actions taken
+        meanwhile record the lag they may reach (an upper bound), and ``max_policy_lag`` holds.
+        """
+        ahead = minibatches if minibatches > 1 else 0
         with self._cv:
-            self._updates += 1
+            self._updates += ahead
+        try:
+            if self._learner_acts or self.config.cluster.is_colocated:
+                with self._lock:
+                    out = super().train(minibatches)
+            else:
+                out = super().train(minibatches)
+        except BaseException:
+            with self._cv:
+                self._updates -= ahead
+            raise
+        with self._cv:
+            self._updates += minibatches - ahead
         return out
+
+    def _minibatch_chunk(self, remaining: int) -> int:
+        """Updates the learner may make in one call without breaking ``train.max_policy_lag``.
+
+        The rollout thread acts while the acting weights are at most ``max_policy_lag`` updates behind; a call
+        of several updates counts them when it starts (`train`), so it stops where the bound would be crossed. Once
+        over the bound (the thread waits for the next sync anyway), or when the learner acts itself, the rest
+        go in one call.
+        """
+        lag = self.acting_lag
+        if self._learner_acts or lag > self._max_lag:
+            return remaining
+        return max(1, min(remaining, self._max_lag - lag))
 
     def iteration_phases(self) -> Dict[str, Any]:
         """Wait for a chunk, then ``updates_per_iteration`` x (sample, train), then sync."""

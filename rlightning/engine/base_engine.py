@@ -26,6 +26,7 @@ from rlightning.engine.collect import Collector
 from rlightning.engine.evaluation import Evaluator
 from rlightning.engine.metrics import MetricsLog
 from rlightning.engine.timing import Timing
+from rlightning.engine.train_rounds import run_train_rounds
 from rlightning.utils.config import MainConfig
 from rlightning.utils.logger import get_logger
 
@@ -120,6 +121,7 @@ class BaseEngine:
             self.env_ids,
             num_storages=cfg.cluster.buffer_worker_num,
             num_train_workers=cfg.cluster.train_worker_num,
+            run_seed=cfg.seed,  # the samplers' seeds when buffer.seed is unset
             **buffer_placement(cfg, self.env_group, self.policy_group),
         )
         self._sync_policy_weights()
@@ -164,17 +166,27 @@ class BaseEngine:
         self.env_steps += steps
         return {"rollout_env_steps": steps}
 
-    def update_dataset(self) -> Dict[str, Any]:
-        """Sample one batch per train worker and hand it to the train workers."""
+    def update_dataset(self, num_batches: int = 1) -> Dict[str, Any]:
+        """Sample one batch per train worker (``num_batches`` at once: uniform sampler) and hand it over."""
         with self._phase("update_dataset"):
-            batches = self.buffer.sample(self.config.train.batch_size)
+            if num_batches == 1:
+                batches = self.buffer.sample(self.config.train.batch_size)
+            else:
+                batches = self.buffer.sample(self.config.train.batch_size, num_batches=num_batches)
             self.policy_group.update_dataset(batches)
         return {"batch_size": int(sum(len(b) for b in batches))}
 
-    def train(self) -> Dict[str, Any]:
-        """Run the train workers' update (then write their new replay priorities back); returns their metrics."""
+    def train(self, minibatches: int = 1) -> Dict[str, Any]:
+        """Run the train workers' update (then write their new replay priorities back); returns their metrics.
+
+        ``minibatches``: that many updates, each on the next batch of what `update_dataset` handed over
+        (`BasePolicy.train_minibatches`); the metrics are their means.
+        """
         with self._phase("train"):
-            metrics = self.policy_group.train() or {}
+            if minibatches == 1:
+                metrics = self.policy_group.train() or {}
+            else:
+                metrics = self.policy_group.train_minibatches(minibatches) or {}
             self._write_back_priorities()
         return dict(metrics)
 
@@ -209,19 +221,13 @@ class BaseEngine:
         return int(self.buffer.size) >= self.config.train.batch_size
 
     def _train_rounds(self) -> Dict[str, Any]:
-        """``updates_per_iteration`` x (update_dataset, train) for off-policy learners, once for on-policy."""
-        rounds = 1 if self.on_policy else self.config.train.updates_per_iteration
-        if hasattr(self.policy_group, "set_env_steps"):  # exploration, target-update and beta schedules
-            self.policy_group.set_env_steps(self.env_steps)
-        collected: Dict[str, List[float]] = {}
-        for _ in range(rounds):
-            self.update_dataset()
-            for k, v in self.train().items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    collected.setdefault(k, []).append(float(v))
-            if self.collector.stop_requested:
-                break
-        return {k: float(np.mean(v)) for k, v in collected.items()}
+        """``updates_per_iteration`` x (update_dataset, train) for off-policy learners (several per call where
+        exact, see `rlightning.engine.train_rounds`), once for on-policy."""
+        return run_train_rounds(self)
+
+    def _minibatch_chunk(self, remaining: int) -> int:
+        """Updates the next (update_dataset, train) pair may make at once, of the ``remaining`` ones."""
+        return remaining
 
     def iteration_phases(self) -> Dict[str, Any]:
         """Rollout, then (when enough data is stored) train rounds and a weight sync."""

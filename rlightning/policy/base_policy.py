@@ -83,6 +83,10 @@ class BasePolicy:
     """True for a learner that reads single transitions (``obs``, ``action``, ``reward``, ``next_obs``,
     ``terminated``) drawn from a replay buffer in any order (DQN, SAC, TD3); multi-agent envs hand such a
     learner each agent's transitions (`MultiAgentPolicy`)."""
+    minibatch_train: ClassVar[bool] = False
+    """True when ``train()`` learns from whatever rows its dataset holds, so `train_minibatches` can split one
+    sample of ``k`` batches into ``k`` steps (the engine then samples and hands over an iteration's batches
+    at once); False: one ``update_dataset`` and one ``train`` per gradient step."""
 
     config_cls: ClassVar[type] = PolicyConfig
     """The config class of this policy's ``policy.type`` (a `PolicyConfig` subclass with the algorithm's
@@ -209,6 +213,15 @@ class BasePolicy:
     def train(self) -> Dict[str, float]:
         """Run the updates on the current dataset; returns float metrics."""
         raise NotImplementedError(f"{type(self).__name__} must implement train()")
+
+    def train_minibatches(self, num_minibatches: int) -> Dict[str, float]:
+        """``num_minibatches`` x ``train()`` on consecutive row ranges of the dataset; the mean metrics.
+
+        See `rlightning.policy.minibatches.train_minibatches` (the engine uses it when `minibatch_train`).
+        """
+        from rlightning.policy.minibatches import train_minibatches
+
+        return train_minibatches(self, num_minibatches)
 
     @classmethod
     def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:

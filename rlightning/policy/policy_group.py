@@ -338,8 +338,15 @@ class PolicyGroup:
 
     def train(self) -> Dict[str, float]:
         """Run ``train()`` on every train worker (data-parallel); returns the metrics averaged over workers."""
-        self._need_train("train")
-        per_worker = resolve([w.submit("train") for w in self.train_workers])
+        return self._train_call("train")
+
+    def train_minibatches(self, num_minibatches: int) -> Dict[str, float]:
+        """``train_minibatches(k)`` on every train worker: ``k`` steps on consecutive rows of each one's dataset."""
+        return self._train_call("train_minibatches", int(num_minibatches))
+
+    def _train_call(self, method: str, *args: Any) -> Dict[str, float]:
+        self._need_train(method)
+        per_worker = resolve([w.submit(method, *args) for w in self.train_workers])
         metrics: Dict[str, float] = {}
         for key in per_worker[0]:
             values = [float(m[key]) for m in per_worker if key in m]

@@ -375,7 +375,8 @@ class BufferConfig(_Config):
     nan_guard: Literal["raise", "drop", "warn"] = "raise"
     """What a NaN or inf in an observation or reward does: raise, drop the episode, or log a warning."""
     seed: Optional[int] = Field(None, ge=0)
-    """Seed of the samplers (shard ``i`` uses ``seed + i``); None draws a random one."""
+    """Seed of the samplers (shard ``i`` uses ``seed + i``); None: derived from the run's ``seed`` when an
+    engine builds the buffer (``DataBuffer.init(run_seed=...)``), random for a buffer initialised without one."""
     on_shard_loss: Literal["replace", "raise"] = "replace"
     """A storage shard actor that dies: replaced by an empty shard (what it held is reported), or the run stops."""
     node_affinity_env: bool = False
@@ -402,6 +403,11 @@ class TrainConfig(_Config):
     segments that continue in the next rollout), so training sees every step collected so far, as SB3 does;
     False: an episode is stored once it ends. The critic targets use ``terminated`` only, so a cut does not
     change them (n-step returns stop at it)."""
+    batched_updates: bool = True
+    """Off-policy with the uniform sampler and a policy that supports it (DQN, SAC, TD3): draw an iteration's
+    ``updates_per_iteration`` batches in one buffer sample and train them in one call per train worker (the
+    same batches in distribution, the same updates in order); False: one sample and one call per update.
+    Prioritized replay always samples once per update (each draw sees the priorities written before it)."""
     total_env_steps: Optional[int] = Field(None, ge=1)
     """Stop once this many env steps are collected (None: ``iterations`` decides)."""
     target_return: Optional[float] = None

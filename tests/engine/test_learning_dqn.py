@@ -80,8 +80,9 @@ def test_cartpole_rainbow_learns_within_15k_steps(build, tmp_path):
     A random policy scores 24 (10-episode means 19-30); the untrained greedy policy 16, 132, 9 (seeds 1-3).
     Measured, this configuration, 15k steps, with the policy workers seeded from the run's seed, seeds
     1-3: evaluation 500, 236, 500 (12k: 500, 275, 235; 9k: 496, 407, 500; greedy DQN policies
-    oscillate); a fresh-clone CI run of seed 1 evaluated 199.4: the prioritized sampler draws from an unseeded
-    generator when buffer.seed is unset, so these runs do not repeat exactly. Before the eval worker was
+    oscillate); a fresh-clone CI run of seed 1 evaluated 199.4, the prioritized sampler then drawing from an
+    unseeded generator. Since its samplers are seeded from the run's seed (buffer.seed unset) a run repeats
+    exactly: seed 1 evaluates 500, its last 20 training episodes 345 on average. Before the eval worker was
     seeded, 12k-step runs swung between 158 and 500. The full budget
     (50k, [256, 256]: 500) is benchmarks/learning.py's cartpole_rainbow row.
     """

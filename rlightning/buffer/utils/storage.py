@@ -435,15 +435,18 @@ class Storage:
 
     # ------------------------------------------------------------------ reading
 
-    def sample(self, batch_size: int) -> TensorDict:
-        """Draw one batch (see `StorageReader.sample`)."""
-        return self.reader.sample(batch_size)
+    def sample(self, batch_size: int, num_batches: int = 1) -> TensorDict:
+        """Draw one batch, or ``num_batches`` one after the other (see `StorageReader.sample`)."""
+        return self.reader.sample(batch_size, num_batches)
 
     def sample_parts(
-        self, num_parts: int = 1, batch_size: Optional[int] = None, clear_after: bool = False
+        self, num_parts: int = 1, batch_size: Optional[int] = None, clear_after: bool = False, num_batches: int = 1
     ) -> List[TensorDict]:
-        """Draw ``num_parts`` batches in one gather; ``clear_after`` clears the storage afterwards (on-policy)."""
-        parts = self.reader.sample_parts(num_parts, batch_size)
+        """Draw ``num_parts`` batches in one gather; ``clear_after`` clears the storage afterwards (on-policy).
+
+        ``num_batches``: each part holds that many independent batches (uniform sampler; `StorageReader.sample`).
+        """
+        parts = self.reader.sample_parts(num_parts, batch_size, num_batches)
         if clear_after:
             self.clear()
         return parts

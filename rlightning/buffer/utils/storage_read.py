@@ -45,9 +45,17 @@ class StorageReader:
         #: The hot path of off-policy training applies: transition unit, uniform sampler.
         self.fast_sample = unit == "transition" and sampler.name == "uniform"
 
-    def _check_sample_args(self, batch_size: Optional[int], num_parts: int) -> None:
+    def _check_sample_args(self, batch_size: Optional[int], num_parts: int, num_batches: int = 1) -> None:
         if isinstance(num_parts, bool) or not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
             raise ValueError(f"num_parts must be a positive integer, got {num_parts!r}")
+        if isinstance(num_batches, bool) or not isinstance(num_batches, (int, np.integer)) or num_batches < 1:
+            raise ValueError(f"num_batches must be a positive integer, got {num_batches!r}")
+        if num_batches > 1 and self.sampler.name != "uniform":
+            raise ValueError(
+                f"num_batches={num_batches} draws several independent batches at once, which only the 'uniform' "
+                f"sampler can (its draws are independent); this storage uses {self.sampler.name!r}: sample "
+                "once per batch"
+            )
         if not self.sampler.sized:
             return
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -66,44 +74,53 @@ class StorageReader:
             return self.store.gather(idx)
         return self.store.gather(idx, self.slice_len, self._generator, self.burn_in)
 
-    def sample(self, batch_size: int) -> TensorDict:
-        """Draw one batch with the storage's sampler.
+    def sample(self, batch_size: int, num_batches: int = 1) -> TensorDict:
+        """Draw one batch with the storage's sampler (or ``num_batches`` of them, one after the other).
+
+        ``num_batches``: the uniform sampler's ``num_batches`` independent batches in one draw, rows
+        ``[i * batch_size, (i + 1) * batch_size)`` the i-th (an off-policy iteration's gradient steps).
 
         Returns:
-            ``[batch_size]`` transitions, or ``[batch_size, L]`` episodes (or slices) with a ``mask``
-            for ``unit="episode"``. The ``all`` sampler returns every stored item, shuffled.
+            ``[batch_size * num_batches]`` transitions, or ``[batch_size, L]`` episodes (or slices) with a
+            ``mask`` for ``unit="episode"``. The ``all`` sampler returns every stored item, shuffled.
 
         Raises:
-            ValueError: batch_size not positive, or larger than what is stored.
+            ValueError: batch_size not positive, or larger than what is stored; num_batches > 1 with a sampler
+                other than uniform.
         """
         size = self.store.size
-        if not self.fast_sample or type(batch_size) is not int or not 0 < batch_size <= size:
-            return self.sample_parts(1, batch_size)[0]
+        fast = self.fast_sample and type(batch_size) is int and 0 < batch_size <= size
+        if not fast or type(num_batches) is not int or num_batches < 1:
+            return self.sample_parts(1, batch_size, num_batches)[0]
         # The hot path of off-policy training: one randint, one index_select per key.
         t0 = time.perf_counter()
         ring = self.store.ring
-        idx = torch.randint(size, (batch_size,), generator=self.sampler.generator)
+        rows = batch_size * num_batches
+        idx = torch.randint(size, (rows,), generator=self.sampler.generator)
         if ring._on_cpu:
-            out = _td({k: v.index_select(0, idx) for k, v in ring.data.items()}, torch.Size((batch_size,)))
+            out = _td({k: v.index_select(0, idx) for k, v in ring.data.items()}, torch.Size((rows,)))
         else:
-            out = _td(ring.gather(idx), torch.Size((batch_size,)))
+            out = _td(ring.gather(idx), torch.Size((rows,)))
         self._timer.add("sample", time.perf_counter() - t0)
         return out
 
-    def sample_parts(self, num_parts: int = 1, batch_size: Optional[int] = None) -> List[TensorDict]:
+    def sample_parts(
+        self, num_parts: int = 1, batch_size: Optional[int] = None, num_batches: int = 1
+    ) -> List[TensorDict]:
         """Draw ``num_parts`` batches in one gather (one per train worker this shard serves).
 
         Args:
             num_parts: Number of batches.
             batch_size: Items per batch (ignored by the ``all`` sampler, which splits
                 everything stored evenly over the parts).
+            num_batches: Uniform sampler: each part holds this many independent batches, one after the other.
 
         Returns:
             The batches. With the prioritized sampler each carries ``_index`` (slot)
             and ``_weight`` (importance weight).
         """
         t0 = time.perf_counter()
-        self._check_sample_args(batch_size, num_parts)
+        self._check_sample_args(batch_size, num_parts, num_batches)
         size = self.store.size
         if not self.store.ring.allocated:
             parts = [self._empty() for _ in range(num_parts)]
@@ -114,8 +131,8 @@ class StorageReader:
                     idx = torch.cat([d[0] for d in draws])
                     extra: Dict[str, torch.Tensor] = {}
                 else:
-                    idx, extra = self.sampler.sample(batch_size * num_parts, size)
-                counts = [int(batch_size)] * num_parts
+                    idx, extra = self.sampler.sample(batch_size * num_batches * num_parts, size)
+                counts = [int(batch_size) * int(num_batches)] * num_parts
             else:
                 idx, extra = self.sampler.sample(size, size)
                 counts = [size // num_parts + (1 if i < size % num_parts else 0) for i in range(num_parts)]

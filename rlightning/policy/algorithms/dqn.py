@@ -13,7 +13,8 @@
 - speed, with the same learning: Adam/AdamW through torch's fused kernel (``fused_optimizer``; the same update
   up to float rounding), forwards through `mlp_forward`, metrics reduced once per ``train()``; with several
   gradient steps per call and a target network that cannot move during it (hard updates counted in env
-  steps), the target network's part of every minibatch's TD target comes from one forward up front;
+  steps), the target network's part of every minibatch's TD target comes from one forward up front, also
+  over all the minibatches of `train_minibatches` (an iteration's batches sampled at once);
 - exploration: epsilon decays linearly from ``epsilon_start`` to ``epsilon_end`` over
   ``epsilon_decay_steps`` env steps. The env-step count reaches the acting workers with the weights
   (a synced ``progress`` module); an acting copy that has not heard yet counts the rows it answered.
@@ -112,6 +113,7 @@ class DQNPolicy(BasePolicy):
 
     sync_module_names = ("encoder", "q", "progress")
     learns_from_transitions = True
+    minibatch_train = True
     REQUIRED_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
 
     @classmethod
@@ -275,8 +277,9 @@ class DQNPolicy(BasePolicy):
         ds["reward"] = ds["reward"].reshape(n).float()
         ds["discount"] = ds["discount"].reshape(n).float()
         ds["weight"] = flat.get("_weight").reshape(n).float().to(self.device) if "_weight" in keys else None
-        self._sampled_index = flat.get("_index").reshape(n).cpu() if "_index" in keys else None
-        self._sampled_shard = flat.get("_shard").reshape(n).cpu() if "_shard" in keys else None
+        # the prioritized sampler's slots (and shards) of the rows, sliced with them into minibatches
+        ds["index"] = flat.get("_index").reshape(n).to(self.device) if "_index" in keys else None
+        ds["shard"] = flat.get("_shard").reshape(n).to(self.device) if "_shard" in keys else None
         self.dataset = ds
 
     def target_q_values(self, obs: torch.Tensor) -> torch.Tensor:
@@ -388,7 +391,8 @@ class DQNPolicy(BasePolicy):
         fixed = self._target_fixed_for_phase()
         if fixed:  # env steps do not move during the phase: at most one update, before the first step
             self._scheduled_target_update()
-        ahead = self._phase_targets(ds) if fixed and steps > 1 and self.batched_targets else {}
+        given = "target" in ds or "next_q_target" in ds  # computed ahead by train_minibatches
+        ahead = self._phase_targets(ds) if fixed and steps > 1 and self.batched_targets and not given else {}
         if steps == 1:
             parts = [None]
         else:
@@ -416,9 +420,10 @@ class DQNPolicy(BasePolicy):
             self.update_count += 1
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
-        if self._sampled_index is not None:
-            shard = self._sampled_shard if self._sampled_shard is not None else torch.zeros_like(self._sampled_index)
-            self.priority_updates = {"index": self._sampled_index, "shard": shard, "priority": abs_td.cpu()}
+        if ds.get("index") is not None:
+            index = ds["index"].cpu()
+            shard = ds["shard"].cpu() if ds.get("shard") is not None else torch.zeros_like(index)
+            self.priority_updates = {"index": index, "shard": shard, "priority": abs_td.cpu()}
         self.train_calls += 1
         if steps == 1:
             metrics = {"q_loss": losses[0].item(), "q_value": q_means[0].item()}
@@ -428,6 +433,43 @@ class DQNPolicy(BasePolicy):
         if ds["weight"] is not None:
             metrics["priority_beta"] = self.priority_beta
         self._last_metrics = metrics
+        return metrics
+
+    def train_minibatches(self, num_minibatches: int) -> Dict[str, float]:
+        """``num_minibatches`` x `train` on consecutive row ranges of the dataset (see
+        `rlightning.policy.minibatches`), the same updates as one ``update_dataset`` and ``train`` each.
+
+        When the target network stays put for the whole call (`_target_fixed_for_phase`, and no running
+        observation normalisation, which moves after every ``train()``), the target network's part of every
+        row's TD target is computed in one forward up front (``batched_targets``), as `train` does for its
+        ``gradient_steps``. With prioritized rows the priorities of every minibatch are handed back together
+        (`priority_update`); the engine uses this call with the uniform sampler only, writing priorities back
+        after each step otherwise.
+        """
+        from rlightning.policy.minibatches import train_minibatches
+
+        ds = self.dataset
+        many = isinstance(num_minibatches, int) and not isinstance(num_minibatches, bool) and num_minibatches > 1
+        if not many or not isinstance(ds, dict) or "main" not in self._optimizers:
+            return train_minibatches(self, num_minibatches)  # checks the arguments and raises, or one train()
+        ahead: Dict[str, torch.Tensor] = {}
+        if self.batched_targets and self._target_fixed_for_phase() and not self.encoder.normalize:
+            self._scheduled_target_update()  # the one update the phase calls for, before its targets
+            ahead = self._phase_targets(ds)
+        updates = []
+
+        def collect_priorities() -> None:
+            if self.priority_updates is not None:
+                updates.append(self.priority_updates)
+                self.priority_updates = None
+
+        self.dataset = {**ds, **ahead}
+        try:
+            metrics = train_minibatches(self, num_minibatches, after_step=collect_priorities)
+        finally:
+            self.dataset = ds  # without the targets computed ahead: the target network may move before reuse
+        if updates:
+            self.priority_updates = {k: torch.cat([u[k] for u in updates]) for k in ("index", "shard", "priority")}
         return metrics
 
     def priority_update(self) -> Optional[Dict[str, torch.Tensor]]:

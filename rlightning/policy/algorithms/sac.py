@@ -137,6 +137,7 @@ class SACPolicy(BasePolicy):
     sync_module_names = ("encoder", "actor")
     learns_from_transitions = True
     REQUIRED_KEYS = REPLAY_KEYS
+    minibatch_train = True
 
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build the actor (all workers) and the critics and temperature (train workers).

@@ -90,6 +90,7 @@ class TD3Policy(BasePolicy):
     sync_module_names = ("encoder", "actor", "progress")
     learns_from_transitions = True
     REQUIRED_KEYS = REPLAY_KEYS
+    minibatch_train = True
 
     def construct_network(self, env_meta: EnvMeta) -> None:
         """Build the actor (all workers), the critics and the targets (train workers).
