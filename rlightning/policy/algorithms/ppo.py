@@ -46,8 +46,14 @@ class PPOConfig(PolicyConfig):
     """GAE lambda."""
     clip_coef: float = Field(0.2, gt=0)
     """Clipping range of the probability ratio."""
+    anneal_clip: bool = False
+    """Decay ``clip_coef`` linearly to zero over ``train.iterations``, as ``optim.anneal_lr`` decays the learning
+    rate (Stable-Baselines3's ``clip_range`` schedule; rl-baselines3-zoo's ``lin_0.2``)."""
     clip_vloss: bool = True
-    """Clip the value loss too."""
+    """Clip the value loss too: the new value may move at most ``vf_clip_coef`` from the value it acted with."""
+    vf_clip_coef: Optional[float] = Field(None, gt=0)
+    """Clip range of the value loss, in return units (Stable-Baselines3's ``clip_range_vf``; it takes effect
+    with ``clip_vloss``); None: the probability ratio's ``clip_coef`` (annealed with it), as CleanRL does."""
     ent_coef: float = Field(0.0, ge=0)
     """Entropy bonus coefficient."""
     vf_coef: float = Field(0.5, ge=0)
@@ -148,6 +154,7 @@ class PPOPolicy(BasePolicy):
         self.actor = self.register_module("actor", self.head.build_actor(dim, cfg.hidden_sizes, cfg.activation))
         self.critic = self.register_module("critic", mlp(dim, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0))
         self._anneal_warned = False
+        self.clip_range = getattr(cfg, "clip_coef", None)  # the ratio's clip range of the current train() call
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """One optimizer over actor and critic."""
@@ -282,22 +289,38 @@ class PPOPolicy(BasePolicy):
         ds["action"] = self.head.from_record(action, n)
         self.dataset = ds
 
+    def _anneal_frac(self, option: str) -> float:
+        """The linear schedule's factor for this ``train()`` call: 1 at the first, 0 at ``total_iterations``."""
+        if self.total_iterations is None:
+            if not self._anneal_warned:
+                logger.warning("%s is set but set_schedule(total_iterations) was not called; no annealing", option)
+                self._anneal_warned = True
+            return 1.0
+        return max(0.0, 1.0 - self.train_calls / self.total_iterations)
+
     def _current_lr(self) -> float:
         if not self.config.optim.anneal_lr:
             return self.base_lr
-        if self.total_iterations is None:
-            if not self._anneal_warned:
-                logger.warning("optim.anneal_lr is set but set_schedule(total_iterations) was not called; no annealing")
-                self._anneal_warned = True
-            return self.base_lr
-        frac = max(0.0, 1.0 - self.train_calls / self.total_iterations)
-        return frac * self.base_lr
+        return self._anneal_frac("optim.anneal_lr") * self.base_lr
+
+    def _current_clip(self) -> float:
+        """The probability ratio's clip range for this ``train()`` call (``clip_coef``, or annealed)."""
+        cfg = self.config
+        if not getattr(cfg, "anneal_clip", False):
+            return cfg.clip_coef
+        return self._anneal_frac("policy.anneal_clip") * cfg.clip_coef
+
+    def value_clip(self, clip: float) -> float:
+        """The value loss's clip range beside the ratio's current ``clip``: ``vf_clip_coef``, or ``clip``."""
+        vf_clip = getattr(self.config, "vf_clip_coef", None)
+        return clip if vf_clip is None else vf_clip
 
     def train(self) -> Dict[str, float]:
         """``update_epochs`` passes of ``num_minibatches`` clipped-objective updates.
 
         Returns:
-            policy_loss, value_loss, entropy, approx_kl, clipfrac, explained_variance, lr.
+            policy_loss, value_loss, entropy, approx_kl, clipfrac, explained_variance, lr (and clip_coef, the
+            clip range used, with ``anneal_clip``).
 
         Raises:
             RuntimeError: no dataset or no optimizer yet.
@@ -310,6 +333,7 @@ class PPOPolicy(BasePolicy):
         lr = self._current_lr()
         for group in opt.param_groups:
             group["lr"] = lr
+        self.clip_range = self._current_clip()  # read by the minibatch losses (recurrent ones too)
         params = self.get_trainable_parameters()
         n = ds["obs"].shape[0]  # transitions, or sequences with a recurrent core
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
@@ -337,11 +361,13 @@ class PPOPolicy(BasePolicy):
         else:
             metrics["explained_variance"] = _explained_variance(ds["value"][seen], ds["return"][seen])
         metrics["lr"] = lr
+        if getattr(cfg, "anneal_clip", False):
+            metrics["clip_coef"] = self.clip_range
         self._last_metrics = metrics
         return metrics
 
     def _minibatch_update(self, ds: Dict[str, torch.Tensor], idx: torch.Tensor, opt, params) -> Dict[str, float]:
-        cfg = self.config
+        cfg, clip = self.config, self.clip_range
         if self.core is not None:
             from rlightning.policy.algorithms.recurrent_ppo import sequence_losses
 
@@ -355,14 +381,15 @@ class PPOPolicy(BasePolicy):
         ratio = logratio.exp()
         with torch.no_grad():
             approx_kl = ((ratio - 1) - logratio).mean()
-            clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+            clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
         adv = ds["advantage"][idx]
         if cfg.norm_adv and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
         ret, old_value = ds["return"][idx], ds["value"][idx]
         if cfg.clip_vloss:
-            clipped = old_value + (new_value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)
+            vclip = self.value_clip(clip)
+            clipped = old_value + (new_value - old_value).clamp(-vclip, vclip)
             v_loss = 0.5 * torch.max((new_value - ret) ** 2, (clipped - ret) ** 2).mean()
         else:
             v_loss = 0.5 * ((new_value - ret) ** 2).mean()
