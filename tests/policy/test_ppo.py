@@ -209,6 +209,24 @@ def test_value_clip_follows_the_annealed_clip_unless_set():
         assert policy.train()["value_loss"] == pytest.approx(expected, rel=1e-5)
 
 
+def test_discrete_training_pass_matches_torch_categorical():
+    policy = make()
+    td = ppo_dataset(32)
+    x = policy.encoder(td["obs"])
+    logp, entropy, value = policy._train_forward(x, td["action"])
+    dist = torch.distributions.Categorical(logits=policy.actor(x))
+    torch.testing.assert_close(logp, dist.log_prob(td["action"]))
+    torch.testing.assert_close(entropy, dist.entropy())
+    torch.testing.assert_close(value, policy.critic(x).squeeze(-1))
+    (logp.sum() + entropy.sum()).backward()  # gradients reach the actor
+    assert all(p.grad is not None for p in policy.actor.parameters())
+
+
+def test_fused_optimizer_builds_a_fused_adam():
+    assert make(fused_optimizer=True)._optimizers["main"].defaults["fused"] is True
+    assert not make()._optimizers["main"].defaults.get("fused")
+
+
 def test_vf_clip_coef_must_be_positive():
     with pytest.raises(ValueError, match="vf_clip_coef"):
         PolicyConfig(type="ppo", vf_clip_coef=0.0)

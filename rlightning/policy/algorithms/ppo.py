@@ -66,6 +66,9 @@ class PPOConfig(PolicyConfig):
     """Normalise advantages per minibatch."""
     target_kl: Optional[float] = Field(None, gt=0)
     """Stop the epochs early when the approximate KL exceeds this."""
+    fused_optimizer: bool = False
+    """Adam/AdamW through torch's fused kernel (one kernel per step instead of about ten small ops per parameter;
+    the same update up to float rounding) where the parameters' device has one. Small networks train faster."""
     recurrent: Optional[Literal["lstm", "gru"]] = None
     """A recurrent core between encoder and heads (``lstm`` or ``gru``; None: feed-forward). It trains on
     sequences: set ``buffer.unit: episode``."""
@@ -157,9 +160,10 @@ class PPOPolicy(BasePolicy):
         self.clip_range = getattr(cfg, "clip_coef", None)  # the ratio's clip range of the current train() call
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
-        """One optimizer over actor and critic."""
+        """One optimizer over actor and critic (fused Adam/AdamW with ``fused_optimizer``)."""
         self.base_lr = float(optim_cfg.lr)
-        self.register_optimizer("main", build_optimizer(optim_cfg, self.get_trainable_parameters()))
+        fused = bool(getattr(self.config, "fused_optimizer", False))
+        self.register_optimizer("main", build_optimizer(optim_cfg, self.get_trainable_parameters(), fused=fused))
 
     # ------------------------------------------------------------------ acting
 
@@ -183,6 +187,22 @@ class PPOPolicy(BasePolicy):
 
     def _log_prob_entropy(self, dist, action: torch.Tensor):
         return self.head.log_prob_entropy(dist, action)
+
+    def _train_forward(self, x: torch.Tensor, action: torch.Tensor):
+        """Log-probabilities and entropies of ``action`` and the values at features ``x`` (with gradients).
+
+        Discrete actions skip the torch ``Categorical`` (its argument checks and second normalisation cost
+        about a fifth of a CartPole minibatch update): the same log-softmax, gather and entropy by hand.
+        """
+        value = mlp_forward(self.critic, x).squeeze(-1)
+        if self.kind != "discrete":
+            logp, entropy = self._log_prob_entropy(self._dist(x), action)
+            return logp, entropy, value
+        logp_all = torch.log_softmax(mlp_forward(self.actor, x), dim=-1)
+        logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        clamped = logp_all.clamp(min=torch.finfo(logp_all.dtype).min)  # as Categorical.entropy: 0 * -inf is 0
+        entropy = -(clamped * logp_all.exp()).sum(-1)
+        return logp, entropy, value
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
@@ -375,8 +395,7 @@ class PPOPolicy(BasePolicy):
             self.apply_gradients(out.pop("loss"), opt, params, cfg.optim.max_grad_norm)
             return {k: float(v) for k, v in out.items()}
         x = self.encoder(ds["obs"][idx])
-        new_logp, entropy = self._log_prob_entropy(self._dist(x), ds["action"][idx])
-        new_value = self.critic(x).squeeze(-1)
+        new_logp, entropy, new_value = self._train_forward(x, ds["action"][idx])
         logratio = new_logp - ds["log_prob"][idx]
         ratio = logratio.exp()
         with torch.no_grad():
