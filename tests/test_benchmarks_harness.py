@@ -174,7 +174,7 @@ def test_unsolved_ppo_runs_bound_the_verdict():
     assert goal(ppo(90.0, True, 100.0, False)) == []
     assert goal(ppo(50.0, False, 100.0, False)) == []
     text = report.markdown(ppo(50.0, False, 100.0, True), ["ppo"])
-    assert "rlightning cartpole_ppo (preset: env workers on Ray) (not solved: time cap)" in text
+    assert "rlightning preset as shipped (cartpole_ppo / lunar_ppo: env workers on Ray) (not solved: time cap)" in text
 
 
 def test_coldstart_phases_are_columns():
@@ -263,3 +263,36 @@ def test_pixel_ppo_end_to_end_is_judged_against_rllib_and_sb3():
     assert verdict(vs, "rl_local", "sb3", case)["ratio"] == pytest.approx(100 / 105)
     assert not verdict(vs, "rl_local", "sb3", case)["met"]  # >= 1x SB3
     assert not report.ITEMS["pixelppo"].quick_default  # minutes per side: full runs or --only
+
+
+def test_env_steps_goal_compares_the_medians_of_the_extra():
+    ms = [
+        m("ppo", "solve", "rl_sb3hp", [10.0, 12.0, 11.0], "s", env_steps=[30_000, 50_000, 36_000], solved=[True] * 3),
+        m("ppo", "solve", "sb3", [20.0, 22.0, 21.0], "s", env_steps=[25_000, 40_000, 30_000], solved=[True] * 3),
+    ]
+    vs = [v for v in report.judge(ms) if v["side"] == "rl_sb3hp"]
+    (steps,) = [v for v in vs if v["metric"] == "env_steps"]
+    (secs,) = [v for v in vs if v["metric"] == ""]
+    assert steps["ratio"] == pytest.approx(36_000 / 30_000) and steps["met"]  # <= 1.2x
+    assert secs["ratio"] == pytest.approx(11.0 / 21.0) and secs["met"]
+    ms[0]["extras"]["env_steps"] = [40_000, 40_000, 37_000]
+    (steps,) = [v for v in report.judge(ms) if v["side"] == "rl_sb3hp" and v["metric"] == "env_steps"]
+    assert steps["ratio"] == pytest.approx(40_000 / 30_000) and not steps["met"]
+    row = [ln for ln in report.markdown(ms, ["ppo"]).splitlines() if "zoo hyperparameters" in ln][0]
+    assert "env_steps <= 1.2x SB3: **not met**" in row and "<= 1x SB3: met" in row
+    assert "env_steps <= 1.2x SB3 | 0/1 | 1.33x (solve)" in report.goal_summary(ms)
+
+
+def test_sides_run_only_their_cases():
+    from argparse import Namespace
+
+    from benchmarks.harness import main
+
+    item = report.ITEMS["ppo"]
+    sides = {s.key: s for s in item.sides}
+    full = Namespace(quick=False, cases="")
+    assert main.side_cases(item, sides["sb3"], full) == ["solve", "lunar"]
+    assert main.side_cases(item, sides["rllib"], full) == ["solve"]  # RLlib's script runs CartPole only
+    assert main.side_cases(item, sides["sb3"], Namespace(quick=True, cases="")) == ["solve"]
+    assert main.side_cases(item, sides["sb3"], Namespace(quick=False, cases="lunar")) == ["lunar"]
+    assert main.side_cases(item, sides["rl_best"], Namespace(quick=False, cases="lunar")) == []

@@ -163,6 +163,13 @@ def measure_shared(sh: Shared, args: argparse.Namespace) -> Dict[tuple, Dict[str
     return out
 
 
+def side_cases(item: Item, side: Side, args: argparse.Namespace) -> List[str]:
+    """The cases ``side`` measures: the item's (``--quick``: its quick ones), those the side runs, ``--cases``."""
+    cases = item.quick_cases if args.quick and item.quick_cases else item.cases
+    wanted = [c for c in (getattr(args, "cases", "") or "").split(",") if c]
+    return [c for c in cases if (not side.cases or c in side.cases) and (not wanted or c in wanted)]
+
+
 def measure_side(item: Item, side: Side, args: argparse.Namespace, pre: Optional[Dict[str, dict]] = None) -> List[dict]:
     """All cases of one side, busy cases retried (at most ``--retries`` times); one measurement per case.
 
@@ -176,7 +183,7 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace, pre: Optional
     else:
         timeout = 300.0 if args.quick else 900.0
     repeats = args.proc_repeats if side.per_repeat_process else 1
-    cases = item.quick_cases if args.quick and item.quick_cases else item.cases
+    cases = side_cases(item, side, args)
     best: Dict[str, dict] = {}
     attempts: Dict[str, List[dict]] = {c: [] for c in cases}
     if side.per_repeat_process:
@@ -196,7 +203,7 @@ def measure_side(item: Item, side: Side, args: argparse.Namespace, pre: Optional
                 # PPO: repeat r of every side trains seed 1 + r (a median over seeds, not over timing noise)
                 seeded = item.name in SEEDED_ITEMS
                 seed = ["--seed", str(1 + int(slot.rsplit("#", 1)[1]))] if seeded else []
-                res = launch(side, [case] if len(cases) > 1 else [], opts + seed, timeout)
+                res = launch(side, [case] if len(item.cases) > 1 else [], opts + seed, timeout)
                 if case in res:
                     got[slot] = res[case]
         else:
@@ -266,6 +273,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     p.add_argument("--only", default="", help=f"comma-separated items: {','.join(ITEMS)}")
     p.add_argument("--sides", default="", help="comma-separated side keys (e.g. rl_ray,rllib); default all")
+    p.add_argument("--cases", default="", help="comma-separated cases to measure (e.g. lunar); default all")
     p.add_argument("--repeats", type=int, default=None, help="timed repeats per case (in one process)")
     p.add_argument("--proc-repeats", type=int, default=None, help="fresh processes per case (cold start, PPO)")
     p.add_argument("--seconds", type=float, default=None, help="seconds per timed repeat (sampling)")
@@ -304,7 +312,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         for side in item.sides:
             if wanted_sides and side.key not in wanted_sides:
                 continue
-            if args.quick and side.full_only:
+            if (args.quick and side.full_only) or not side_cases(item, side, args):
                 continue
             t0 = time.time()
             sh = next((sh for sh in shared if (name, side.key) in sh.sides()), None)

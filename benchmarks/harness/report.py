@@ -26,6 +26,7 @@ class Side:
     args: Tuple[str, ...] = ()
     per_repeat_process: bool = False  # one fresh process per repeat (cold start, PPO)
     full_only: bool = False  # skipped with --quick
+    cases: Tuple[str, ...] = ()  # the item's cases this side runs (default: all)
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,11 @@ class Goal:
     ref: str  # side key, or "limit" (the best of the item's limit sides)
     op: str  # ">=" or "<="
     threshold: float
+    metric: str = ""  # "": the measured values; else an extra reported per run (e.g. "env_steps"), its median
 
     def text(self, ref_label: str) -> str:
-        return f"{self.op} {self.threshold:g}x {ref_label}"
+        what = f"{self.metric} " if self.metric else ""
+        return f"{what}{self.op} {self.threshold:g}x {ref_label}"
 
 
 @dataclass(frozen=True)
@@ -229,16 +232,27 @@ ITEMS: Dict[str, Item] = {
     ),
     "ppo": Item(
         "ppo",
-        "PPO time to solve CartPole-v1 (mean return of 20 episodes >= 475), each side's settings and SB3's (seconds)",
+        "PPO time to solve (mean return of the last 20 episodes): CartPole-v1 to 475 (case solve), LunarLander-v3 "
+        "to 200 (case lunar); each side's settings and SB3's (seconds)",
         (
             Side(
                 "rl_ray",
-                "rlightning cartpole_ppo (preset: env workers on Ray)",
+                "rlightning preset as shipped (cartpole_ppo / lunar_ppo: env workers on Ray)",
                 "ours",
                 "ours",
                 "rlightning_ppo.py",
                 ("--mode", "ray"),
                 per_repeat_process=True,
+            ),
+            Side(
+                "rl_best",
+                "rlightning best preset (cartpole_ppo_fast: local env workers)",
+                "ours",
+                "ours",
+                "rlightning_ppo.py",
+                ("--preset", "best", "--mode", "preset"),
+                per_repeat_process=True,
+                cases=("solve",),
             ),
             Side(
                 "rl_local",
@@ -249,6 +263,7 @@ ITEMS: Dict[str, Item] = {
                 ("--mode", "local"),
                 per_repeat_process=True,
                 full_only=True,
+                cases=("solve",),
             ),
             Side(
                 "rl_sb3hp",
@@ -259,7 +274,7 @@ ITEMS: Dict[str, Item] = {
                 ("--mode", "local", "--hparams", "sb3"),
                 per_repeat_process=True,
             ),
-            Side("rllib", "RLlib PPO", "peer", "rllib", "rllib_ppo.py", per_repeat_process=True),
+            Side("rllib", "RLlib PPO", "peer", "rllib", "rllib_ppo.py", per_repeat_process=True, cases=("solve",)),
             Side(
                 "sb3",
                 "Stable-Baselines3 PPO, rl-zoo hyperparameters",
@@ -269,9 +284,10 @@ ITEMS: Dict[str, Item] = {
                 per_repeat_process=True,
             ),
         ),
-        ("solve",),
+        ("solve", "lunar"),
         higher_is_better=False,
         extra_cols=("env_steps", "iterations", "final_return"),
+        quick_cases=("solve",),
     ),
     "coldstart": Item(
         "coldstart",
@@ -367,8 +383,9 @@ GOALS: Tuple[Goal, ...] = (
     Goal("buffer", "rl_local", "torchrl", ">=", 1.0),
     Goal("buffer", "rl_local", "limit", ">=", 0.8),
     Goal("ppo", "rl_ray", "rllib", "<=", 0.7),
-    Goal("ppo", "rl_ray", "sb3", "<=", 0.5),
+    Goal("ppo", "rl_best", "sb3", "<=", 0.5),
     Goal("ppo", "rl_sb3hp", "sb3", "<=", 1.0),
+    Goal("ppo", "rl_sb3hp", "sb3", "<=", 1.2, metric="env_steps"),
     Goal("coldstart", "rl", "rllib", "<=", 0.5),
     Goal("offpolicy", "rl", "sb3", "<=", 0.7),
 )
@@ -384,10 +401,20 @@ def _index(measurements: Sequence[dict]) -> Dict[Tuple[str, str, str], dict]:
     return {(m["item"], m["case"], m["side"]): m for m in measurements}
 
 
-def reference_median(item: Item, case: str, ref: str, index: Dict) -> Optional[float]:
-    """The median of side ``ref`` for ``case``; ``"limit"``: the best median of the item's limit sides."""
+def values_of(m: Optional[dict], metric: str = "") -> List[float]:
+    """A measurement's values (``metric`` ""), or the numbers of one of its extras (``metric`` its name)."""
+    if not m:
+        return []
+    if not metric:
+        return list(m.get("values") or [])
+    return [x for x in m.get("extras", {}).get(metric, []) if isinstance(x, (int, float)) and not isinstance(x, bool)]
+
+
+def reference_median(item: Item, case: str, ref: str, index: Dict, metric: str = "") -> Optional[float]:
+    """The median of side ``ref`` for ``case`` (of its extra ``metric`` if given); ``"limit"``: the best median
+    of the item's limit sides."""
     keys = [s.key for s in item.sides if s.role == "limit"] if ref == "limit" else [ref]
-    medians = [stats(index[(item.name, case, k)]["values"]) for k in keys if (item.name, case, k) in index]
+    medians = [stats(values_of(index[(item.name, case, k)], metric)) for k in keys if (item.name, case, k) in index]
     medians = [m["median"] for m in medians if m]
     if not medians:
         return None
@@ -418,8 +445,9 @@ def judge(measurements: Sequence[dict]) -> List[dict]:
         item = ITEMS[g.item]
         for case in item.cases:
             m = index.get((g.item, case, g.ours))
-            ours = stats(m["values"])["median"] if m and m["values"] else None
-            r = ratio(ours, reference_median(item, case, g.ref, index))
+            vals = values_of(m, g.metric)
+            ours = stats(vals)["median"] if vals else None
+            r = ratio(ours, reference_median(item, case, g.ref, index, g.metric))
             if r is None:
                 continue
             met = r >= g.threshold if g.op == ">=" else r <= g.threshold
@@ -434,6 +462,7 @@ def judge(measurements: Sequence[dict]) -> List[dict]:
                     "ref": g.ref,
                     "op": g.op,
                     "threshold": g.threshold,
+                    "metric": g.metric,
                     "ratio": r,
                     "met": met,
                 }
@@ -517,7 +546,8 @@ def markdown(measurements: Sequence[dict], items: Sequence[str]) -> str:
                     goals = [v for v in verdicts if v["item"] == name and v["case"] == case and v["side"] == side.key]
                     row.append(
                         "; ".join(
-                            f"{v['op']} {v['threshold']:g}x {_ref_label(item, v['ref'])}: "
+                            f"{v['metric'] + ' ' if v['metric'] else ''}{v['op']} {v['threshold']:g}x "
+                            f"{_ref_label(item, v['ref'])}: "
                             f"{'met' if v['met'] else '**not met**'}"
                             for v in goals
                         )
@@ -569,7 +599,7 @@ def goal_summary(measurements: Sequence[dict]) -> str:
     verdicts = judge(measurements)
     lines = ["| goal | cases met | worst ratio |", "|---|---|---|"]
     for g in GOALS:
-        vs = [v for v in verdicts if (v["item"], v["side"], v["ref"]) == (g.item, g.ours, g.ref)]
+        vs = [v for v in verdicts if (v["item"], v["side"], v["ref"], v["metric"]) == (g.item, g.ours, g.ref, g.metric)]
         if not vs:
             continue
         side = next(s for s in ITEMS[g.item].sides if s.key == g.ours)

@@ -112,7 +112,8 @@ class BaseEngine:
             self.env_weight_sync = EnvWorkerSync(
                 self.env_group, self.policy_group, cfg.policy.weight_sync, is_colocated=cfg.cluster.is_colocated
             )
-        if cfg.policy.optim.anneal_lr and hasattr(self.policy_group, "set_schedule"):
+        annealed = cfg.policy.optim.anneal_lr or getattr(cfg.policy, "anneal_clip", False)
+        if annealed and hasattr(self.policy_group, "set_schedule"):
             self.policy_group.set_schedule(cfg.train.iterations)
         from rlightning.utils.ray.placement_groups import buffer_placement
 

@@ -97,3 +97,16 @@ def test_remote_workers_smoke(tmp_path, build, ray_runtime, remote_flags):
     while len(alive_actor_classes()) >= len(before) and time.time() < deadline:
         time.sleep(0.2)
     assert len(alive_actor_classes()) < len(before)
+
+
+def test_anneal_clip_alone_gets_the_schedule(tmp_path, build):
+    """policy.anneal_clip without optim.anneal_lr: the engine still tells the policy the run's length."""
+    from rlightning.utils.config import apply_overrides
+
+    cfg = apply_overrides(
+        small_ppo(tmp_path), ["train.iterations=4", "policy.anneal_clip=true", "policy.optim.anneal_lr=false"]
+    )
+    e = build(cfg).engine
+    clips = [m["clip_coef"] for m in e.run(iterations=3)]
+    assert clips == pytest.approx([0.2, 0.15, 0.1])
+    assert {m["lr"] for m in e.run(iterations=1)} == {cfg.policy.optim.lr}

@@ -5,7 +5,7 @@ from rlightning.utils.validate import validate_config
 
 
 def test_presets_validate():
-    for name in ("cartpole_ppo", "pendulum_sac", "pendulum_sac_async"):
+    for name in ("cartpole_ppo", "cartpole_ppo_fast", "pendulum_sac", "pendulum_sac_async"):
         validate_config(load_preset(name))
 
 

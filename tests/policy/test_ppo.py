@@ -139,6 +139,99 @@ def test_anneal_lr_follows_set_schedule():
     assert lrs == pytest.approx([1e-3, 7.5e-4, 5e-4])
 
 
+def _exact_dataset(policy, ratio: float, value_shift: float, return_shift: float, n: int = 16) -> TensorDict:
+    """A dataset on which the first update's losses are known: every probability ratio is ``ratio``, every
+    old value is the current prediction + ``value_shift``, every return the prediction + ``return_shift``;
+    advantages are all 1 (left unnormalised: ``norm_adv=False``)."""
+    td = ppo_dataset(n)
+    with torch.no_grad():
+        x = policy.encoder(td["obs"])
+        logp, _ = policy._log_prob_entropy(policy._dist(x), td["action"])
+        value = policy.critic(x).squeeze(-1)
+    td["log_prob"] = logp - float(np.log(ratio))
+    td["value"] = value + value_shift
+    td["return"] = value + return_shift
+    td["advantage"] = torch.ones(n)
+    return td
+
+
+def _first_update(**cfg):
+    return make(update_epochs=1, num_minibatches=1, norm_adv=False, **cfg)
+
+
+def test_anneal_clip_follows_set_schedule_in_the_clipped_objective():
+    # ratio 1.3 and advantage 1: the clipped objective is -min(1.3, 1 + clip), so the loss names the clip used.
+    policy = _first_update(clip_coef=0.2, anneal_clip=True)
+    policy.set_schedule(4)
+    losses, clips = [], []
+    for _ in range(3):
+        policy.update_dataset(_exact_dataset(policy, ratio=1.3, value_shift=0.0, return_shift=0.0))
+        metrics = policy.train()
+        losses.append(metrics["policy_loss"])
+        clips.append(metrics["clip_coef"])
+    assert clips == pytest.approx([0.2, 0.15, 0.1])
+    assert losses == pytest.approx([-1.2, -1.15, -1.1], abs=1e-5)
+    assert policy.extra_checkpoint_state() == {"total_iterations": 4}
+
+
+def test_clip_is_constant_without_anneal_clip():
+    policy = _first_update(clip_coef=0.2)
+    policy.set_schedule(4)
+    for _ in range(2):
+        policy.update_dataset(_exact_dataset(policy, ratio=1.3, value_shift=0.0, return_shift=0.0))
+        metrics = policy.train()
+        assert metrics["policy_loss"] == pytest.approx(-1.2, abs=1e-5) and "clip_coef" not in metrics
+        assert metrics["clipfrac"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("options", "value_loss"),
+    [
+        # old value 2 below the prediction, return 1 above it: unclipped (new - ret)^2 = 1.
+        ({"clip_vloss": False}, 0.5 * 1.0),
+        # clipped to old + 0.2 = prediction - 1.8: (−2.8)^2 = 7.84 is the larger.
+        ({"clip_vloss": True}, 0.5 * 2.8**2),
+        ({"clip_vloss": True, "vf_clip_coef": 0.5}, 0.5 * 2.5**2),
+        ({"clip_vloss": True, "vf_clip_coef": 5.0}, 0.5 * 1.0),  # the clip does not bind
+    ],
+)
+def test_value_clip_range(options, value_loss):
+    policy = _first_update(clip_coef=0.2, **options)
+    policy.update_dataset(_exact_dataset(policy, ratio=1.0, value_shift=-2.0, return_shift=1.0))
+    assert policy.train()["value_loss"] == pytest.approx(value_loss, rel=1e-5)
+
+
+def test_value_clip_follows_the_annealed_clip_unless_set():
+    policy = _first_update(clip_coef=0.2, anneal_clip=True)
+    policy.set_schedule(2)
+    for expected in (0.5 * 2.8**2, 0.5 * 2.9**2):  # clips 0.2 then 0.1
+        policy.update_dataset(_exact_dataset(policy, ratio=1.0, value_shift=-2.0, return_shift=1.0))
+        assert policy.train()["value_loss"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_discrete_training_pass_matches_torch_categorical():
+    policy = make()
+    td = ppo_dataset(32)
+    x = policy.encoder(td["obs"])
+    logp, entropy, value = policy._train_forward(x, td["action"])
+    dist = torch.distributions.Categorical(logits=policy.actor(x))
+    torch.testing.assert_close(logp, dist.log_prob(td["action"]))
+    torch.testing.assert_close(entropy, dist.entropy())
+    torch.testing.assert_close(value, policy.critic(x).squeeze(-1))
+    (logp.sum() + entropy.sum()).backward()  # gradients reach the actor
+    assert all(p.grad is not None for p in policy.actor.parameters())
+
+
+def test_fused_optimizer_builds_a_fused_adam():
+    assert make(fused_optimizer=True)._optimizers["main"].defaults["fused"] is True
+    assert not make()._optimizers["main"].defaults.get("fused")
+
+
+def test_vf_clip_coef_must_be_positive():
+    with pytest.raises(ValueError, match="vf_clip_coef"):
+        PolicyConfig(type="ppo", vf_clip_coef=0.0)
+
+
 def test_obs_normalisation_statistics_update_after_train():
     policy = make(norm_obs=True)
     td = ppo_dataset(64)

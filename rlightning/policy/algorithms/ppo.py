@@ -46,8 +46,14 @@ class PPOConfig(PolicyConfig):
     """GAE lambda."""
     clip_coef: float = Field(0.2, gt=0)
     """Clipping range of the probability ratio."""
+    anneal_clip: bool = False
+    """Decay ``clip_coef`` linearly to zero over ``train.iterations``, as ``optim.anneal_lr`` decays the learning
+    rate (Stable-Baselines3's ``clip_range`` schedule; rl-baselines3-zoo's ``lin_0.2``)."""
     clip_vloss: bool = True
-    """Clip the value loss too."""
+    """Clip the value loss too: the new value may move at most ``vf_clip_coef`` from the value it acted with."""
+    vf_clip_coef: Optional[float] = Field(None, gt=0)
+    """Clip range of the value loss, in return units (Stable-Baselines3's ``clip_range_vf``; it takes effect
+    with ``clip_vloss``); None: the probability ratio's ``clip_coef`` (annealed with it), as CleanRL does."""
     ent_coef: float = Field(0.0, ge=0)
     """Entropy bonus coefficient."""
     vf_coef: float = Field(0.5, ge=0)
@@ -60,6 +66,9 @@ class PPOConfig(PolicyConfig):
     """Normalise advantages per minibatch."""
     target_kl: Optional[float] = Field(None, gt=0)
     """Stop the epochs early when the approximate KL exceeds this."""
+    fused_optimizer: bool = False
+    """Adam/AdamW through torch's fused kernel (one kernel per step instead of about ten small ops per parameter;
+    the same update up to float rounding) where the parameters' device has one. Small networks train faster."""
     recurrent: Optional[Literal["lstm", "gru"]] = None
     """A recurrent core between encoder and heads (``lstm`` or ``gru``; None: feed-forward). It trains on
     sequences: set ``buffer.unit: episode``."""
@@ -148,11 +157,13 @@ class PPOPolicy(BasePolicy):
         self.actor = self.register_module("actor", self.head.build_actor(dim, cfg.hidden_sizes, cfg.activation))
         self.critic = self.register_module("critic", mlp(dim, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0))
         self._anneal_warned = False
+        self.clip_range = getattr(cfg, "clip_coef", None)  # the ratio's clip range of the current train() call
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
-        """One optimizer over actor and critic."""
+        """One optimizer over actor and critic (fused Adam/AdamW with ``fused_optimizer``)."""
         self.base_lr = float(optim_cfg.lr)
-        self.register_optimizer("main", build_optimizer(optim_cfg, self.get_trainable_parameters()))
+        fused = bool(getattr(self.config, "fused_optimizer", False))
+        self.register_optimizer("main", build_optimizer(optim_cfg, self.get_trainable_parameters(), fused=fused))
 
     # ------------------------------------------------------------------ acting
 
@@ -176,6 +187,22 @@ class PPOPolicy(BasePolicy):
 
     def _log_prob_entropy(self, dist, action: torch.Tensor):
         return self.head.log_prob_entropy(dist, action)
+
+    def _train_forward(self, x: torch.Tensor, action: torch.Tensor):
+        """Log-probabilities and entropies of ``action`` and the values at features ``x`` (with gradients).
+
+        Discrete actions skip the torch ``Categorical`` (its argument checks and second normalisation cost
+        about a fifth of a CartPole minibatch update): the same log-softmax, gather and entropy by hand.
+        """
+        value = mlp_forward(self.critic, x).squeeze(-1)
+        if self.kind != "discrete":
+            logp, entropy = self._log_prob_entropy(self._dist(x), action)
+            return logp, entropy, value
+        logp_all = torch.log_softmax(mlp_forward(self.actor, x), dim=-1)
+        logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        clamped = logp_all.clamp(min=torch.finfo(logp_all.dtype).min)  # as Categorical.entropy: 0 * -inf is 0
+        entropy = -(clamped * logp_all.exp()).sum(-1)
+        return logp, entropy, value
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
@@ -278,22 +305,38 @@ class PPOPolicy(BasePolicy):
         ds["action"] = self.head.from_record(action, n)
         self.dataset = ds
 
+    def _anneal_frac(self, option: str) -> float:
+        """The linear schedule's factor for this ``train()`` call: 1 at the first, 0 at ``total_iterations``."""
+        if self.total_iterations is None:
+            if not self._anneal_warned:
+                logger.warning("%s is set but set_schedule(total_iterations) was not called; no annealing", option)
+                self._anneal_warned = True
+            return 1.0
+        return max(0.0, 1.0 - self.train_calls / self.total_iterations)
+
     def _current_lr(self) -> float:
         if not self.config.optim.anneal_lr:
             return self.base_lr
-        if self.total_iterations is None:
-            if not self._anneal_warned:
-                logger.warning("optim.anneal_lr is set but set_schedule(total_iterations) was not called; no annealing")
-                self._anneal_warned = True
-            return self.base_lr
-        frac = max(0.0, 1.0 - self.train_calls / self.total_iterations)
-        return frac * self.base_lr
+        return self._anneal_frac("optim.anneal_lr") * self.base_lr
+
+    def _current_clip(self) -> float:
+        """The probability ratio's clip range for this ``train()`` call (``clip_coef``, or annealed)."""
+        cfg = self.config
+        if not getattr(cfg, "anneal_clip", False):
+            return cfg.clip_coef
+        return self._anneal_frac("policy.anneal_clip") * cfg.clip_coef
+
+    def value_clip(self, clip: float) -> float:
+        """The value loss's clip range beside the ratio's current ``clip``: ``vf_clip_coef``, or ``clip``."""
+        vf_clip = getattr(self.config, "vf_clip_coef", None)
+        return clip if vf_clip is None else vf_clip
 
     def train(self) -> Dict[str, float]:
         """``update_epochs`` passes of ``num_minibatches`` clipped-objective updates.
 
         Returns:
-            policy_loss, value_loss, entropy, approx_kl, clipfrac, explained_variance, lr.
+            policy_loss, value_loss, entropy, approx_kl, clipfrac, explained_variance, lr (and clip_coef, the
+            clip range used, with ``anneal_clip``).
 
         Raises:
             RuntimeError: no dataset or no optimizer yet.
@@ -306,6 +349,7 @@ class PPOPolicy(BasePolicy):
         lr = self._current_lr()
         for group in opt.param_groups:
             group["lr"] = lr
+        self.clip_range = self._current_clip()  # read by the minibatch losses (recurrent ones too)
         params = self.get_trainable_parameters()
         n = ds["obs"].shape[0]  # transitions, or sequences with a recurrent core
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
@@ -333,11 +377,13 @@ class PPOPolicy(BasePolicy):
         else:
             metrics["explained_variance"] = _explained_variance(ds["value"][seen], ds["return"][seen])
         metrics["lr"] = lr
+        if getattr(cfg, "anneal_clip", False):
+            metrics["clip_coef"] = self.clip_range
         self._last_metrics = metrics
         return metrics
 
     def _minibatch_update(self, ds: Dict[str, torch.Tensor], idx: torch.Tensor, opt, params) -> Dict[str, float]:
-        cfg = self.config
+        cfg, clip = self.config, self.clip_range
         if self.core is not None:
             from rlightning.policy.algorithms.recurrent_ppo import sequence_losses
 
@@ -345,20 +391,20 @@ class PPOPolicy(BasePolicy):
             self.apply_gradients(out.pop("loss"), opt, params, cfg.optim.max_grad_norm)
             return {k: float(v) for k, v in out.items()}
         x = self.encoder(ds["obs"][idx])
-        new_logp, entropy = self._log_prob_entropy(self._dist(x), ds["action"][idx])
-        new_value = self.critic(x).squeeze(-1)
+        new_logp, entropy, new_value = self._train_forward(x, ds["action"][idx])
         logratio = new_logp - ds["log_prob"][idx]
         ratio = logratio.exp()
         with torch.no_grad():
             approx_kl = ((ratio - 1) - logratio).mean()
-            clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+            clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
         adv = ds["advantage"][idx]
         if cfg.norm_adv and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
         ret, old_value = ds["return"][idx], ds["value"][idx]
         if cfg.clip_vloss:
-            clipped = old_value + (new_value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)
+            vclip = self.value_clip(clip)
+            clipped = old_value + (new_value - old_value).clamp(-vclip, vclip)
             v_loss = 0.5 * torch.max((new_value - ret) ** 2, (clipped - ret) ** 2).mean()
         else:
             v_loss = 0.5 * ((new_value - ret) ** 2).mean()

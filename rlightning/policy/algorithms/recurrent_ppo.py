@@ -77,7 +77,7 @@ def sequence_losses(policy: Any, ds: Dict[str, torch.Tensor], idx: torch.Tensor)
         ``loss`` (to minimise) and the detached ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
         ``clipfrac``.
     """
-    cfg = policy.config
+    cfg, clip = policy.config, policy.clip_range
     obs = ds["obs"][idx]
     b, length = obs.shape[0], obs.shape[1]
     feats = policy.encoder(obs.reshape((b * length,) + tuple(obs.shape[2:]))).reshape(b, length, -1)
@@ -95,17 +95,18 @@ def sequence_losses(policy: Any, ds: Dict[str, torch.Tensor], idx: torch.Tensor)
     ratio = logratio.exp()
     with torch.no_grad():
         approx_kl = _masked_mean((ratio - 1) - logratio, mask, count)
-        clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), mask, count)
+        clipfrac = _masked_mean(((ratio - 1.0).abs() > clip).float(), mask, count)
     adv = ds["advantage"][idx].reshape(-1)
     if cfg.norm_adv and count > 1:
         mean = _masked_mean(adv, mask, count)
         var = _masked_mean((adv - mean) ** 2, mask, count) * count / (count - 1)
         adv = (adv - mean) / (var.sqrt() + 1e-8)
-    pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef))
+    pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip))
     pg_loss = _masked_mean(pg, mask, count)
     ret, old_value = ds["return"][idx].reshape(-1), ds["value"][idx].reshape(-1)
     if cfg.clip_vloss:
-        clipped = old_value + (new_value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)
+        vclip = policy.value_clip(clip)
+        clipped = old_value + (new_value - old_value).clamp(-vclip, vclip)
         v_loss = 0.5 * _masked_mean(torch.max((new_value - ret) ** 2, (clipped - ret) ** 2), mask, count)
     else:
         v_loss = 0.5 * _masked_mean((new_value - ret) ** 2, mask, count)
