@@ -7,8 +7,8 @@ and the workers idle while the driver acts and writes. With two or more Ray env
 workers `collect_pipelined` keeps a step in flight per worker instead (the way
 an asynchronous vector env does): it waits for whichever workers answer first,
 acts on their EnvRets together (one policy-group call), submits their next steps
-at once, and writes the answered steps into the rollout's `StepChunks` while the
-other workers' steps run.
+at once, and only then writes the answered steps into the rollout's `StepChunks`,
+while every worker's next step runs.
 
 Each worker's record is what the lock-step loop stores: the same steps, in the
 same order (for a deterministic policy, the same actions; a stochastic policy's
@@ -74,23 +74,25 @@ def collect_pipelined(collector: Any, chunks: StepChunks, num_steps: int) -> int
             restarted = envs.pop_restarted_env_ids()
             t1 = time.perf_counter()
             env_step += t1 - t0
-            again: List[str] = []
-            for env_id, nxt in ready.items():
-                resp = sent.pop(env_id)
-                t = done[env_id]
-                lost = chunks.write(BatchedData([env_id], [resp]), BatchedData([env_id], [nxt]), restarted, t)
-                if lost:
-                    collector.buffer.add_rollouts(lost)
+            answered = [(env_id, sent.pop(env_id), nxt, done[env_id]) for env_id, nxt in ready.items()]
+            again = []
+            for env_id, _, nxt, t in answered:
                 current[env_id] = nxt
                 done[env_id] = t + 1
                 steps += sizes[env_id]
                 if t + 1 < num_steps:
                     again.append(env_id)
-            collector._truncate(restarted)
-            add += time.perf_counter() - t1
             if not collector.stop_event.is_set():
                 # Worker order among those answered together, so a seeded run acts in the same order.
                 submit([i for i in order if i in again])
+            # The answered steps are written while the next ones run.
+            t2 = time.perf_counter()
+            for env_id, resp, nxt, t in answered:
+                lost = chunks.write(BatchedData([env_id], [resp]), BatchedData([env_id], [nxt]), restarted, t)
+                if lost:
+                    collector.buffer.add_rollouts(lost)
+            collector._truncate(restarted)
+            add += time.perf_counter() - t2
     finally:
         if sent:  # an error while steps were in flight: let them finish so the group can be used again
             try:
