@@ -20,6 +20,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from rlightning.engine.step_chunks import StepChunks
+from rlightning.engine.step_pipeline import collect_pipelined
 from rlightning.env.utils.episodes import EpisodeIds
 from rlightning.env.utils.record_writer import start_done_flags
 from rlightning.types import BatchedData
@@ -38,6 +39,10 @@ class RolloutEnvs(Protocol):
     def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> BatchedData: ...
 
     def step(self, policy_resps: BatchedData) -> BatchedData: ...
+
+    def step_async(self, policy_resps: BatchedData) -> None: ...
+
+    def collect_async(self, timeout: Optional[float] = None, min_ready: int = 1) -> BatchedData: ...
 
     def collect_rollouts(self, num_steps: int) -> Iterator[Tuple[str, Any]]: ...
 
@@ -72,6 +77,11 @@ class Collector:
         num_sub_envs: Sub-environments over all workers.
         in_env_workers: True for ``cluster.inference="env_workers"``.
         env_metas: The workers' `EnvMeta` (checks the per-step records against the spaces).
+
+    Attributes:
+        pipelined: Per-step layout: keep one step in flight per env worker and act on each worker's EnvRet
+            as it comes (`collect_pipelined`) instead of acting on all, stepping all and waiting for all.
+            None (the default): pipelined with two or more Ray env workers, lock-step otherwise.
     """
 
     def __init__(
@@ -101,6 +111,7 @@ class Collector:
         self._metas = {m.env_id: m for m in env_metas}
         self._episode_ids: Dict[str, EpisodeIds] = {}
         self._next_id_base = 0
+        self.pipelined: Optional[bool] = None
 
     # ------------------------------------------------------------------ state
 
@@ -208,13 +219,17 @@ class Collector:
         """Step every env worker ``num_steps`` times, one policy-group call per step; returns env steps.
 
         The steps are written into one preallocated ``[N, T]`` record per env worker (`StepChunks`) and
-        stored at the end, one ``add_rollout`` per worker, as the env-worker layout stores them.
+        stored at the end, one ``add_rollout`` per worker, as the env-worker layout stores them. With
+        `pipelined` (by default: two or more Ray env workers) each worker's next step is submitted as soon as
+        its EnvRet is in (`collect_pipelined`); the records are the same.
         """
         steps = 0
         timing = self.timing
         self.flush()  # a step held by the one-step API
         chunks = StepChunks(self.env_rets, num_steps, self._ids_of)
         try:
+            if self._pipelines():
+                return collect_pipelined(self, chunks, num_steps)
             for t in range(num_steps):
                 t0 = time.perf_counter()
                 resps = self.act()
@@ -242,6 +257,11 @@ class Collector:
                 self.buffer.add_rollouts(records)
             timing.add("buffer_add", time.perf_counter() - t0)
         return steps
+
+    def _pipelines(self) -> bool:
+        if self.pipelined is None:
+            return bool(self.env_group.is_remote) and len(self.env_ids) >= 2
+        return bool(self.pipelined)
 
     # ------------------------------------------------------------------ whole rollouts
 

@@ -44,6 +44,7 @@ from rlightning.env.errors import EnvWorkerError, classify_env_failure
 from rlightning.env.lockstep import can_step_together, collect_together
 from rlightning.env.recovery import WorkerRecovery
 from rlightning.env.rollout_worker import RolloutResult
+from rlightning.env.step_payload import step_payloads
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.env.worker_slot import WorkerSlot, build_slots
@@ -281,6 +282,8 @@ class EnvGroup:
         ids, slots, resps = self._route(policy_resps)
         if not slots:
             return BatchedData([], [])
+        if self._remote:
+            resps = step_payloads(slots, resps)
         if return_refs and self._remote:
             values = self._step_refs(slots, resps)
         else:
@@ -316,6 +319,8 @@ class EnvGroup:
             Same as `step`.
         """
         _, slots, resps = self._route(policy_resps)
+        if self._remote:
+            resps = step_payloads(slots, resps)
         for slot, resp in zip(slots, resps):
             self._inflight[slot.handle.submit("step", resp)] = slot
             slot.inflight = True
