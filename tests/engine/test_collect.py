@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from rlightning.utils.ray.handle import WorkerHandle
+from tests.support.buffer_fakes import RecordBuffer
 from tests.support.configs import small_ppo
 
 IN_ENV_WORKERS = "cluster.inference=env_workers"
@@ -154,22 +155,6 @@ def test_a_collector_owns_the_rollout_state_and_the_stop_flag(tmp_path, build):
     assert not collector.started  # a loaded checkpoint resets the envs on the next rollout
 
 
-class _RecordBuffer:
-    """A buffer that takes records (what DataBuffer.add_rollout receives), for the collector alone."""
-
-    def __init__(self):
-        self.records, self.truncated = [], []
-
-    def add_rollout(self, td):
-        self.records.append(td)
-
-    def add_rollouts(self, tds):
-        self.records.extend(tds)
-
-    def truncate_episodes(self, env_ids=None):
-        self.truncated.append(list(env_ids or []))
-
-
 class _Zeros:
     """Acts 0 everywhere (a stand-in policy group for the per-step layout)."""
 
@@ -191,7 +176,7 @@ def test_the_per_step_layout_stores_one_record_per_worker_and_rollout():
 
     group = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=3), EnvConfig(name="CartPole-v1", num_envs=2)])
     metas = group.init()
-    buffer = _RecordBuffer()
+    buffer = RecordBuffer()
     collector = Collector(group, _Zeros(), buffer, Timing(), group.env_ids, 5, in_env_workers=False, env_metas=metas)
     try:
         assert collector.collect(12, seed=3) == 12 * 5
@@ -220,7 +205,7 @@ def test_the_per_step_layout_stores_one_record_per_worker_and_rollout():
         )
         # A second reset truncates the episodes in progress.
         collector.reset(seed=4)
-        assert buffer.truncated == [group.env_ids]
+        assert buffer.truncated == [sorted(group.env_ids)]
     finally:
         group.close()
 

@@ -10,23 +10,10 @@ from rlightning.engine.timing import Timing
 from rlightning.env import EnvGroup
 from rlightning.types import BatchedData, PolicyResponse
 from rlightning.utils.config import EnvConfig
+from tests.support.buffer_fakes import RecordBuffer
 from tests.support.env_flaky import count_lines
 
 FLAKY = "tests.support.env_flaky:Flaky-v0"
-
-
-class _Buffer:
-    def __init__(self):
-        self.records, self.truncated = [], []
-
-    def add_rollout(self, td):
-        self.records.append(td)
-
-    def add_rollouts(self, tds):
-        self.records.extend(tds)
-
-    def truncate_episodes(self, env_ids=None):
-        self.truncated.append(sorted(env_ids or []))
 
 
 class _Deterministic:
@@ -51,7 +38,7 @@ class _Deterministic:
 def _collect(cfgs, pipelined, steps, seed, remote=False, rollouts=2, stop_after=None):
     group = EnvGroup(cfgs, remote=remote)
     metas = group.init()
-    policy, buffer = _Deterministic(stop_after), _Buffer()
+    policy, buffer = _Deterministic(stop_after), RecordBuffer()
     n = sum(c.num_envs for c in cfgs)
     collector = Collector(group, policy, buffer, Timing(), group.env_ids, n, in_env_workers=False, env_metas=metas)
     collector.pipelined = pipelined

@@ -150,3 +150,21 @@ def check_transitions(td, lengths: Sequence[int], truncate_rows: Sequence[int] =
         if "value" in td.keys():
             assert float(td["value"][k]) == s + 100 * row
     return manual
+
+
+class RecordBuffer:
+    """A buffer that keeps the records it is given (what `DataBuffer.add_rollout` receives), for a collector
+    alone; ``truncated`` lists each `truncate_episodes` call's env ids, sorted."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+        self.truncated: list = []
+
+    def add_rollout(self, td) -> None:
+        self.records.append(td)
+
+    def add_rollouts(self, tds) -> None:
+        self.records.extend(tds)
+
+    def truncate_episodes(self, env_ids=None) -> None:
+        self.truncated.append(sorted(env_ids or []))
