@@ -101,3 +101,39 @@ def test_actor_threads_follow_its_cpus_and_driver_env_is_unchanged(ray_runtime):
         assert all(os.environ[k] for k in runtime.WORKER_THREAD_VARS)
     runtime._state["worker_env"] = saved
     assert {k: os.environ.get(k) for k in runtime.WORKER_THREAD_VARS} == before
+
+
+@pytest.mark.ray
+def test_placement_flags_reach_the_actor_without_a_runtime_env(ray_runtime, monkeypatch):
+    """The ``RLIGHTNING_*`` flags (read on access) are set by the actor's constructor, not through
+    ``runtime_env``: an actor with a runtime_env of its own cannot take a worker Ray prestarted."""
+    import ray.actor
+
+    seen = []
+    original = ray.actor.ActorClass.options
+
+    def spy(self, **opts):
+        seen.append(opts)
+        return original(self, **opts)
+
+    monkeypatch.setattr(ray.actor.ActorClass, "options", spy)
+    flags = {"RLIGHTNING_REMOTE_ENV": "1", "RLIGHTNING_REMOTE_TRAIN": "0"}
+    h = WorkerHandle(
+        launch_ray_actor(
+            Counter, 5, options={"num_cpus": 0.5, "runtime_env": {"env_vars": {**flags, "MY_SETTING": "x"}}}, step=2
+        )
+    )
+    try:
+        assert h.call("incr") == 7  # the constructor's own arguments still arrive
+        assert h.call("env", "RLIGHTNING_REMOTE_ENV") == "1" and h.call("env", "RLIGHTNING_REMOTE_TRAIN") == "0"
+        assert h.call("env", "MY_SETTING") == "x"  # any other variable still goes through runtime_env
+        assert seen[-1]["runtime_env"] == {"env_vars": {"MY_SETTING": "x"}}
+    finally:
+        h.kill()
+    if runtime.ray_started_here():  # the runtime's workers inherit the thread settings: nothing left to send
+        only_flags = WorkerHandle(launch_ray_actor(Counter, 0, options={"runtime_env": {"env_vars": flags}}))
+        try:
+            assert only_flags.call("env", "RLIGHTNING_REMOTE_ENV") == "1"
+            assert "runtime_env" not in seen[-1]
+        finally:
+            only_flags.kill()
