@@ -114,7 +114,7 @@ class BaseEngine:
             )
         annealed = cfg.policy.optim.anneal_lr or getattr(cfg.policy, "anneal_clip", False)
         if annealed and hasattr(self.policy_group, "set_schedule"):
-            self.policy_group.set_schedule(cfg.train.iterations)
+            self.policy_group.set_schedule(cfg.train.iterations, cfg.train.total_env_steps)
         from rlightning.utils.ray.placement_groups import buffer_placement
 
         self.buffer.init(

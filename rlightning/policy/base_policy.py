@@ -116,6 +116,7 @@ class BasePolicy:
         self.update_count = 0
         self.train_calls = 0
         self.total_iterations: Optional[int] = None
+        self.total_env_steps: Optional[int] = None
         self.env_steps: Optional[int] = None
         self.env_meta: Optional[EnvMeta] = None
         self.dataset: Any = None
@@ -228,11 +229,35 @@ class BasePolicy:
         """The buffer postprocess this policy needs (None: the buffer's default)."""
         return None
 
-    def set_schedule(self, total_iterations: int) -> None:
-        """Tell the policy how many ``train()`` iterations the run has (learning-rate annealing)."""
+    def set_schedule(self, total_iterations: int, total_env_steps: Optional[int] = None) -> None:
+        """Tell the policy how long the run is (learning-rate and clip annealing).
+
+        Args:
+            total_iterations: The run's ``train()`` iterations (``train.iterations``).
+            total_env_steps: The run's env-step budget (``train.total_env_steps``), or None. A run ends at
+                whichever comes first, so a schedule reaches its end at whichever comes first too.
+        """
         if not isinstance(total_iterations, int) or isinstance(total_iterations, bool) or total_iterations < 1:
             raise ValueError(f"set_schedule(total_iterations={total_iterations!r}) needs an int >= 1")
+        if total_env_steps is not None and (
+            isinstance(total_env_steps, bool) or not isinstance(total_env_steps, (int, np.integer)) or total_env_steps < 1
+        ):
+            raise ValueError(f"set_schedule(total_env_steps={total_env_steps!r}) needs an int >= 1 or None")
         self.total_iterations = total_iterations
+        self.total_env_steps = None if total_env_steps is None else int(total_env_steps)
+
+    def schedule_progress(self) -> Optional[float]:
+        """How far through the run the next ``train()`` is, 0 to 1 (None: `set_schedule` was not called).
+
+        The larger of ``train()`` calls made / ``total_iterations`` and env steps so far (`set_env_steps`) /
+        ``total_env_steps``: the fraction of whichever limit ends the run first.
+        """
+        if self.total_iterations is None:
+            return None
+        progress = self.train_calls / self.total_iterations
+        if self.total_env_steps and self.env_steps is not None:
+            progress = max(progress, self.env_steps / self.total_env_steps)
+        return min(1.0, progress)
 
     def set_env_steps(self, env_steps: int) -> None:
         """Tell the policy the run's env steps so far (the engine calls it before each iteration's training)."""

@@ -337,11 +337,11 @@ class MultiAgentPolicy(BasePolicy):
         self._last_metrics = metrics
         return metrics
 
-    def set_schedule(self, total_iterations: int) -> None:
-        """The run's iterations, for every group (learning-rate annealing)."""
-        super().set_schedule(total_iterations)
+    def set_schedule(self, total_iterations: int, total_env_steps: Optional[int] = None) -> None:
+        """The run's length, for every group (learning-rate annealing)."""
+        super().set_schedule(total_iterations, total_env_steps)
         for inner in self.policies.values():
-            inner.set_schedule(total_iterations)
+            inner.set_schedule(total_iterations, total_env_steps)
 
     def set_env_steps(self, env_steps: int) -> None:
         """The run's env steps so far, for every group."""

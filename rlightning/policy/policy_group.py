@@ -365,9 +365,9 @@ class PolicyGroup:
         self._need_train("priority_updates")
         return resolve([w.submit("priority_update") for w in self.train_workers])
 
-    def set_schedule(self, total_iterations: int) -> None:
-        """Tell the train workers how many iterations the run has (learning-rate annealing)."""
-        resolve([w.submit("set_schedule", total_iterations) for w in self.train_workers])
+    def set_schedule(self, total_iterations: int, total_env_steps: Optional[int] = None) -> None:
+        """Tell the train workers how long the run is (learning-rate annealing; see `BasePolicy.set_schedule`)."""
+        resolve([w.submit("set_schedule", total_iterations, total_env_steps) for w in self.train_workers])
 
     # ------------------------------------------------------------------ weights
 

@@ -110,3 +110,16 @@ def test_anneal_clip_alone_gets_the_schedule(tmp_path, build):
     clips = [m["clip_coef"] for m in e.run(iterations=3)]
     assert clips == pytest.approx([0.2, 0.15, 0.1])
     assert {m["lr"] for m in e.run(iterations=1)} == {cfg.policy.optim.lr}
+
+
+def test_anneal_lr_reaches_zero_at_the_env_step_budget(tmp_path, build):
+    """A run ended by ``train.total_env_steps`` (1024 = 4 rollouts of 256) long before ``train.iterations``:
+    the learning rate anneals over the budget, not over the 1000 iterations that never run."""
+    from rlightning.utils.config import apply_overrides
+
+    cfg = apply_overrides(small_ppo(tmp_path), ["train.iterations=1000", "train.total_env_steps=1024"])
+    e = build(cfg).engine
+    history = e.run()
+    assert [m["env_steps"] for m in history] == [256, 512, 768, 1024]
+    lr = cfg.policy.optim.lr
+    assert [m["lr"] for m in history] == pytest.approx([0.75 * lr, 0.5 * lr, 0.25 * lr, 0.0])

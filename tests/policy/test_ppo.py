@@ -139,6 +139,39 @@ def test_anneal_lr_follows_set_schedule():
     assert lrs == pytest.approx([1e-3, 7.5e-4, 5e-4])
 
 
+def test_anneal_lr_ends_at_the_env_step_budget_when_that_ends_the_run_first():
+    # 1000 iterations but a 400-step budget: the schedule follows the env steps (as SB3's progress does).
+    policy = make(optim=OptimConfig(lr=1e-3, anneal_lr=True))
+    policy.set_schedule(1000, total_env_steps=400)
+    lrs = []
+    for steps in (100, 200, 300, 400):
+        policy.set_env_steps(steps)
+        policy.update_dataset(ppo_dataset())
+        lrs.append(policy.train()["lr"])
+    assert lrs == pytest.approx([7.5e-4, 5e-4, 2.5e-4, 0.0])
+    assert policy.extra_checkpoint_state() == {"total_iterations": 1000, "total_env_steps": 400}
+    fresh = make(optim=OptimConfig(lr=1e-3, anneal_lr=True))
+    fresh.load_extra_checkpoint_state(policy.extra_checkpoint_state())
+    assert (fresh.total_iterations, fresh.total_env_steps) == (1000, 400)
+
+
+def test_anneal_lr_ends_at_the_iterations_when_they_end_the_run_first():
+    policy = make(optim=OptimConfig(lr=1e-3, anneal_lr=True))
+    policy.set_schedule(2, total_env_steps=10_000)
+    policy.set_env_steps(100)
+    policy.update_dataset(ppo_dataset())
+    assert policy.train()["lr"] == pytest.approx(1e-3 * (1 - 100 / 10_000))  # call 0 of 2: the env steps lead
+    policy.set_env_steps(200)
+    policy.update_dataset(ppo_dataset())
+    assert policy.train()["lr"] == pytest.approx(5e-4)  # call 1 of 2: the iterations lead
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, "100"])
+def test_set_schedule_rejects_a_bad_env_step_budget(bad):
+    with pytest.raises(ValueError, match="total_env_steps"):
+        make().set_schedule(10, total_env_steps=bad)
+
+
 def _exact_dataset(policy, ratio: float, value_shift: float, return_shift: float, n: int = 16) -> TensorDict:
     """A dataset on which the first update's losses are known: every probability ratio is ``ratio``, every
     old value is the current prediction + ``value_shift``, every return the prediction + ``return_shift``;
@@ -171,7 +204,7 @@ def test_anneal_clip_follows_set_schedule_in_the_clipped_objective():
         clips.append(metrics["clip_coef"])
     assert clips == pytest.approx([0.2, 0.15, 0.1])
     assert losses == pytest.approx([-1.2, -1.15, -1.1], abs=1e-5)
-    assert policy.extra_checkpoint_state() == {"total_iterations": 4}
+    assert policy.extra_checkpoint_state() == {"total_iterations": 4, "total_env_steps": 0}
 
 
 def test_clip_is_constant_without_anneal_clip():

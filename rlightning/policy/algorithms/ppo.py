@@ -306,13 +306,15 @@ class PPOPolicy(BasePolicy):
         self.dataset = ds
 
     def _anneal_frac(self, option: str) -> float:
-        """The linear schedule's factor for this ``train()`` call: 1 at the first, 0 at ``total_iterations``."""
-        if self.total_iterations is None:
+        """The linear schedule's factor for this ``train()`` call: 1 at the run's start, 0 at its end
+        (`schedule_progress`: iterations, or the env-step budget when that ends the run first)."""
+        progress = self.schedule_progress()
+        if progress is None:
             if not self._anneal_warned:
                 logger.warning("%s is set but set_schedule(total_iterations) was not called; no annealing", option)
                 self._anneal_warned = True
             return 1.0
-        return max(0.0, 1.0 - self.train_calls / self.total_iterations)
+        return max(0.0, 1.0 - progress)
 
     def _current_lr(self) -> float:
         if not self.config.optim.anneal_lr:
@@ -421,12 +423,14 @@ class PPOPolicy(BasePolicy):
 
     def extra_checkpoint_state(self) -> Dict[str, Any]:
         """The learning-rate schedule length."""
-        return {"total_iterations": self.total_iterations or 0}
+        return {"total_iterations": self.total_iterations or 0, "total_env_steps": self.total_env_steps or 0}
 
     def load_extra_checkpoint_state(self, extra: Dict[str, Any]) -> None:
-        """Restore the learning-rate schedule length."""
+        """Restore the learning-rate schedule length (a checkpoint without ``total_env_steps`` keeps the current)."""
         total = int(extra.get("total_iterations", 0) or 0)
         self.total_iterations = total or self.total_iterations
+        steps = int(extra.get("total_env_steps", 0) or 0)
+        self.total_env_steps = steps or self.total_env_steps
 
 
 def _explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
