@@ -239,9 +239,8 @@ class BasePolicy:
         """
         if not isinstance(total_iterations, int) or isinstance(total_iterations, bool) or total_iterations < 1:
             raise ValueError(f"set_schedule(total_iterations={total_iterations!r}) needs an int >= 1")
-        if total_env_steps is not None and (
-            isinstance(total_env_steps, bool) or not isinstance(total_env_steps, (int, np.integer)) or total_env_steps < 1
-        ):
+        steps_ok = isinstance(total_env_steps, (int, np.integer)) and not isinstance(total_env_steps, bool)
+        if total_env_steps is not None and not (steps_ok and total_env_steps >= 1):
             raise ValueError(f"set_schedule(total_env_steps={total_env_steps!r}) needs an int >= 1 or None")
         self.total_iterations = total_iterations
         self.total_env_steps = None if total_env_steps is None else int(total_env_steps)

@@ -212,7 +212,8 @@ class OptimConfig(_Config):
     max_grad_norm: Optional[float] = Field(0.5, gt=0)
     """Clip gradients to this global norm (None: no clipping)."""
     anneal_lr: bool = False
-    """Decay the learning rate linearly to zero over ``TrainConfig.iterations``."""
+    """Decay the learning rate linearly to zero over the run: ``TrainConfig.iterations``, or
+    ``TrainConfig.total_env_steps`` when that budget ends the run first."""
 
 
 DEFAULT_POLICY_TYPE = "ppo"

@@ -47,8 +47,9 @@ class PPOConfig(PolicyConfig):
     clip_coef: float = Field(0.2, gt=0)
     """Clipping range of the probability ratio."""
     anneal_clip: bool = False
-    """Decay ``clip_coef`` linearly to zero over ``train.iterations``, as ``optim.anneal_lr`` decays the learning
-    rate (Stable-Baselines3's ``clip_range`` schedule; rl-baselines3-zoo's ``lin_0.2``)."""
+    """Decay ``clip_coef`` linearly to zero over the run (``train.iterations``, or ``train.total_env_steps`` when
+    that ends the run first), as ``optim.anneal_lr`` decays the learning rate (Stable-Baselines3's
+    ``clip_range`` schedule; rl-baselines3-zoo's ``lin_0.2``)."""
     clip_vloss: bool = True
     """Clip the value loss too: the new value may move at most ``vf_clip_coef`` from the value it acted with."""
     vf_clip_coef: Optional[float] = Field(None, gt=0)
