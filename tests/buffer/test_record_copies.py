@@ -217,14 +217,19 @@ def test_adds_after_a_lend_never_change_the_lent_rows():
 
 def _trace_engine(engine, monkeypatch):
     """Trace one iteration: the records the storage got, the ring copies reading them, what the learner holds."""
+    import rlightning.env.rollout_worker as rollout_worker
     from rlightning.buffer.utils.storage import Storage as StorageCls
 
-    seen = {"records": set(), "read_only_records": [], "ring_copies": [], "learner": []}
-    real_add, real_copy = StorageCls.add_rollout, RowRing.copy_rows_to
+    seen = {"records": set(), "arrays": {}, "ring_copies": [], "learner": []}
+    real_add, real_copy, real_record = StorageCls.add_rollout, RowRing.copy_rows_to, rollout_worker.arrays_to_record
+
+    def arrays_to_record(arrays, env_id):  # where the driver turns a rollout's arrays into its record
+        td = real_record(arrays, env_id)
+        seen["arrays"][_storage_ptr(td["obs"])] = (arrays["obs"].ctypes.data, arrays["obs"].flags.writeable)
+        return td
 
     def add_rollout(self, td):
         seen["records"].add(_storage_ptr(td["obs"]))
-        seen["read_only_records"].append(not td["obs"].numpy().flags.writeable if hasattr(td["obs"], "numpy") else 0)
         return real_add(self, td)
 
     def copy_rows_to(self, source, idx, dst):
@@ -233,6 +238,7 @@ def _trace_engine(engine, monkeypatch):
             seen["ring_copies"].append((_storage_ptr(source["obs"]), made))
         return made
 
+    monkeypatch.setattr(rollout_worker, "arrays_to_record", arrays_to_record)
     monkeypatch.setattr(StorageCls, "add_rollout", add_rollout)
     monkeypatch.setattr(RowRing, "copy_rows_to", copy_rows_to)
     learner = engine.policy_group.train_workers[0].worker
@@ -256,7 +262,9 @@ def _count_copies(engine, monkeypatch, iterations=2):
     assert ring_copies and len(ring_copies) == len(seen["ring_copies"])  # every ring write reads a record
     assert set(ring_copies) == {1}  # record -> ring: one copy (the first write, allocating the ring, aside)
     assert seen["learner"] and all(seen["learner"])  # ring -> learner: none
-    return seen
+    assert seen["records"] <= set(seen["arrays"])  # each record is the rollout's arrays, not a copy of them
+    assert all(ptr == arrays_ptr for ptr, (arrays_ptr, _) in seen["arrays"].items())
+    return [writeable for _, writeable in seen["arrays"].values()]
 
 
 def test_the_local_on_policy_path_copies_an_observation_twice(tmp_path, build, monkeypatch):
@@ -266,8 +274,8 @@ def test_the_local_on_policy_path_copies_an_observation_twice(tmp_path, build, m
     engine = build(small_ppo(tmp_path, False, "cluster.inference=env_workers")).engine
     assert engine._lent_rows()
     engine.step()  # the first write allocates the ring (gathered, then written)
-    seen = _count_copies(engine, monkeypatch)
-    assert not any(seen["read_only_records"])  # records made in this process: the env worker's own arrays
+    writeable = _count_copies(engine, monkeypatch)
+    assert writeable and all(writeable)  # records made in this process: the env worker's own arrays
 
 
 @pytest.mark.ray
@@ -282,5 +290,32 @@ def test_on_ray_env_workers_the_on_policy_path_copies_an_observation_three_times
     engine = build(cfg).engine
     assert engine.env_group.is_remote and engine._lent_rows()
     engine.step()
-    seen = _count_copies(engine, monkeypatch)
-    assert seen["read_only_records"] and all(seen["read_only_records"])  # views of the object store
+    writeable = _count_copies(engine, monkeypatch)
+    assert writeable and not any(writeable)  # read-only: views of the object store, not copies
+
+
+def test_ppo_trains_on_the_lent_rows_without_changing_them_and_as_on_a_copy(tmp_path, build):
+    """Same seed: PPO on the lent rows (through ``_order``) makes the very updates it makes on a shuffled copy."""
+    from tests.support.configs import small_ppo
+
+    results = []
+    for lend in (True, False):
+        engine = build(small_ppo(tmp_path / str(lend), False, "cluster.inference=env_workers")).engine
+        engine._lend = lend  # the engine's choice, forced off for the copy
+        storage = engine.buffer.shards.single_local()
+        learner = engine.policy_group.train_workers[0].worker
+        losses = []
+        for _ in range(3):
+            engine.rollout()
+            size = storage.size
+            stored = {k: v[:size].clone() for k, v in storage.store.ring.data.items()}
+            lent_ring = storage.store.ring.data
+            engine.update_dataset()
+            assert (learner.dataset_order is not None) is lend
+            assert (_storage_ptr(learner.dataset["obs"]) == _storage_ptr(lent_ring["obs"])) is lend
+            metrics = engine.train()
+            assert all(torch.equal(lent_ring[k][:size], v) for k, v in stored.items())  # untouched by training
+            losses.append((metrics["policy_loss"], metrics["value_loss"], metrics["explained_variance"]))
+            engine.sync_weights()
+        results.append((losses, learner.weights_checksum()))
+    assert results[0] == results[1]
