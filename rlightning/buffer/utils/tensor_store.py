@@ -29,6 +29,9 @@ __all__ = ["RowRing", "TransitionStore", "EpisodeStore", "as_tensor_dict", "pack
 
 Spec = Dict[str, Tuple[Tuple[int, ...], torch.dtype]]
 
+#: How many tensors share a storage's memory (`RowRing.writable`).
+_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+
 
 def as_tensor_dict(batch: Mapping) -> Dict[str, torch.Tensor]:
     """Dict of tensors from a dict of numpy arrays / tensors or a TensorDict (zero-copy where possible)."""
@@ -135,7 +138,9 @@ class RowRing:
     def _referenced(tensors: Dict[str, torch.Tensor]) -> bool:
         # Tensors (views included) holding each key's memory: the ring's own, and the one untyped_storage()
         # makes here; any more is a lent view (or something made from one without a copy) still alive.
-        return any(torch._C._storage_Use_Count(t.untyped_storage()._cdata) > 2 for t in tensors.values())
+        if _USE_COUNT is None:  # a torch without the count: assume the borrowers still hold them
+            return True
+        return any(_USE_COUNT(t.untyped_storage()._cdata) > 2 for t in tensors.values())
 
     def writable(self, keep: bool = False) -> None:
         """Make the tensors safe to write: call before any write into `data`.
