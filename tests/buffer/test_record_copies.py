@@ -319,3 +319,16 @@ def test_ppo_trains_on_the_lent_rows_without_changing_them_and_as_on_a_copy(tmp_
             engine.sync_weights()
         results.append((losses, learner.weights_checksum()))
     assert results[0] == results[1]
+
+
+def test_ppo_refuses_an_order_that_does_not_index_its_rows(tmp_path, build):
+    from tests.support.configs import small_ppo
+
+    engine = build(small_ppo(tmp_path, False, "cluster.inference=env_workers")).engine
+    engine.rollout()
+    (batch,) = engine.buffer.sample(views=True)
+    learner = engine.policy_group.train_workers[0].worker
+    with pytest.raises(ValueError, match="_order"):
+        learner.update_dataset(batch[: len(batch) // 2])  # a slice keeps the draw over the whole sample
+    learner.update_dataset(batch[batch["_order"]].exclude("_order"))  # the shuffled copy: fine
+    assert learner.dataset_order is None

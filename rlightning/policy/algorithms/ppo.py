@@ -317,7 +317,13 @@ class PPOPolicy(BasePolicy):
         if order is not None:
             # Rows in stored order: minibatch rows are looked up through the sampler's shuffled draw, so
             # training sees exactly the rows (and in the same order) of a shuffled copy.
-            self.dataset_order = _plain(order).reshape(n).to(self.device)
+            order = _plain(order).reshape(-1)
+            if order.numel() != n or int(order.max()) >= n or int(order.min()) < 0:
+                raise ValueError(
+                    f"ppo.update_dataset: '_order' must index the {n} rows it came with (the sampler's draw over a "
+                    "whole sample of lent rows); to pass part of one, pass batch[batch['_order']] or drop '_order'"
+                )
+            self.dataset_order = order.to(self.device)
 
     def _anneal_frac(self, option: str) -> float:
         """The linear schedule's factor for this ``train()`` call: 1 at the first, 0 at ``total_iterations``."""
