@@ -26,3 +26,17 @@ def test_cuda_storage_writes_and_samples_on_device(unit):
     b = prio.sample(4)
     prio.update_priorities(b["_index"], torch.ones(4, device="cuda"))
     assert b["_weight"].is_cuda
+
+
+def test_cuda_on_policy_sample_lends_the_rows_on_device_and_later_adds_leave_them():
+    env = FakeVecEnv(num_envs=4, lengths=[2, 3, 4, 5])
+    st = Storage(200, env_meta_list=[env.meta], device="cuda", sampler="all", seed=0)
+    rollout(st, env, 30)
+    (batch,) = st.sample_parts(1, None, clear_after=True, views=True)
+    ring = st.store.ring.data["obs"]
+    assert batch["obs"].is_cuda and batch["obs"].untyped_storage().data_ptr() == ring.untyped_storage().data_ptr()
+    kept = batch.clone()
+    with pytest.raises(TypeError, match="read-only"):
+        batch["obs"].zero_()
+    rollout(st, env, 30)
+    assert st.store.ring.moves == 1 and all(torch.equal(batch[k], kept[k]) for k in kept.keys())

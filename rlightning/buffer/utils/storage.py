@@ -440,13 +440,20 @@ class Storage:
         return self.reader.sample(batch_size, num_batches)
 
     def sample_parts(
-        self, num_parts: int = 1, batch_size: Optional[int] = None, clear_after: bool = False, num_batches: int = 1
+        self,
+        num_parts: int = 1,
+        batch_size: Optional[int] = None,
+        clear_after: bool = False,
+        num_batches: int = 1,
+        views: bool = False,
     ) -> List[TensorDict]:
         """Draw ``num_parts`` batches in one gather; ``clear_after`` clears the storage afterwards (on-policy).
 
         ``num_batches``: each part holds that many independent batches (uniform sampler; `StorageReader.sample`).
+        ``views`` with ``clear_after``: the ``all`` sampler's one part is the stored rows lent read-only, no
+        copy (`StorageReader.sample_parts`); without ``clear_after`` it is ignored.
         """
-        parts = self.reader.sample_parts(num_parts, batch_size, num_batches)
+        parts = self.reader.sample_parts(num_parts, batch_size, num_batches, views=views and clear_after)
         if clear_after:
             self.clear()
         return parts
