@@ -75,7 +75,9 @@ ROWS: Dict[str, Row] = {
     "pendulum_td3": Row("pendulum_td3", "TD3", "Pendulum-v1", 20_000, -151.855, 90.227, sb3="td3_pendulum"),
     # rl-baselines3-zoo's RecurrentPPO (ppo_lstm) on CartPoleNoVel-v1 (CartPole with the velocities masked, as
     # lstm_ppo's mask_velocity wrapper does) at 100k: 500 +- 0 (the sb3 organisation's published model).
-    # The learning rate annealed to 0 over the budget, as the zoo's lin_ schedule (the preset keeps it constant).
+    # The zoo's network: an LSTM of 64 for the actor and one for the critic, a 64-unit layer after each; the
+    # learning rate annealed to 0 over the budget, as the zoo's lin_ schedule. (The preset keeps a shared
+    # LSTM of 32 and a constant rate: it learns the CI test's bar in a third of the time.)
     "lstm_ppo": Row(
         "lstm_ppo",
         "PPO (LSTM)",
@@ -83,7 +85,12 @@ ROWS: Dict[str, Row] = {
         100_000,
         500.0,
         0.0,
-        overrides=("policy.optim.anneal_lr=true",),
+        overrides=(
+            "policy.optim.anneal_lr=true",
+            "policy.recurrent_size=64",
+            "policy.recurrent_shared=false",
+            "policy.hidden_sizes=[64]",
+        ),
     ),
     "mountaincar_sac": Row(
         "mountaincar_sac", "SAC (gSDE)", "MountainCarContinuous-v0", 50_000, 94.679, 1.134, sb3="sac_mountaincar"
