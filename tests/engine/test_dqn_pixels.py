@@ -79,6 +79,8 @@ def test_dqn_trains_on_uint8_frames_stored_as_uint8_through_the_cnn(tmp_path, bu
     for key in frame_keys:
         assert batch[key].dtype == torch.uint8 and tuple(batch[key].shape[1:]) == (4, 36, 36), key
     assert int(batch["obs"].max()) == 255  # raw pixels, not scaled on the way in
+    with torch.no_grad():  # scaled to [0, 1] inside the Q network
+        torch.testing.assert_close(learner.q_values(batch["obs"]), learner.q_values(batch["obs"].float() / 255.0))
     # one byte per pixel in the shard: the frame keys and a few small columns, never 4-byte floats
     frame_bytes = 4 * 36 * 36
     nbytes = sum(st["nbytes"] for st in e.buffer.shards.call_all("stats"))
