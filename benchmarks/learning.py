@@ -96,6 +96,18 @@ ROWS: Dict[str, Row] = {
         "mountaincar_sac", "SAC (gSDE)", "MountainCarContinuous-v0", 50_000, 94.679, 1.134, sb3="sac_mountaincar"
     ),
     "lunar_ppo": Row("lunar_ppo", "PPO", "LunarLander-v3", 1_000_000, 242.119, 31.823, sb3="ppo_lunar"),
+    # The MinAtar paper's DQN (Young & Tian 2019) on MinAtar Breakout, the preset's settings over the first 200k
+    # of its 5M frames (epsilon reaches 0.1 at 100k). No published figure at this budget: the paper gives learning
+    # curves over 5M frames only, so the row's bar is random play, 0.435 +- 0.70 (200 episodes, seeds 0-199).
+    "minatar_dqn": Row(
+        "minatar_dqn",
+        "DQN (MinAtar paper's)",
+        "MinAtar/Breakout-v1",
+        200_000,
+        0.435,
+        0.0,
+        source="none at this budget; bar: random play",
+    ),
     # No published APPO CartPole budget to match: the row is the bar (solved, 475) at 100k env steps.
     "cartpole_appo": Row("cartpole_appo", "APPO", "CartPole-v1", 100_000, 475.0, 0.0, source="solved (475)"),
 }

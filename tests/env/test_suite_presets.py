@@ -15,7 +15,9 @@ from rlightning.utils.validate import validate_config
 
 PRESETS = {  # preset: (env id, module its suite needs, extra)
     "minatar_ppo": ("MinAtar/Breakout-v1", "minatar", "minatar"),
+    "minatar_dqn": ("MinAtar/Breakout-v1", "minatar", "minatar"),
     "atari_ppo": ("ALE/Pong-v5", "ale_py", "atari"),
+    "atari_dqn": ("ALE/Pong-v5", "ale_py", "atari"),
     "mujoco_ppo": ("HalfCheetah-v5", "mujoco", "mujoco"),
     "mujoco_sac": ("HalfCheetah-v5", "mujoco", "mujoco"),
     "lunar_ppo": ("LunarLander-v3", "Box2D", "box2d"),
@@ -46,11 +48,12 @@ def test_a_preset_whose_suite_is_missing_fails_in_validation_with_the_install_hi
         validate_config(cfg)
 
 
-def test_the_minatar_preset_validates_and_builds_its_env_with_the_papers_network():
+@pytest.mark.parametrize("preset", ["minatar_ppo", "minatar_dqn"])
+def test_the_minatar_presets_validate_and_build_their_env_with_the_papers_network(preset):
     from rlightning.env.gym_env import GymnasiumEnv
     from rlightning.policy.networks import MinAtarCNN, build_encoder
 
-    cfg = load_preset("minatar_ppo")
+    cfg = load_preset(preset)
     validate_config(cfg)
     env = GymnasiumEnv(cfg.env)
     try:
@@ -62,10 +65,11 @@ def test_the_minatar_preset_validates_and_builds_its_env_with_the_papers_network
         env.close()
 
 
-def test_the_atari_preset_wrappers_resolve_to_the_standard_preprocessing():
+@pytest.mark.parametrize("preset", ["atari_ppo", "atari_dqn"])
+def test_the_atari_presets_wrappers_resolve_to_the_standard_preprocessing(preset):
     from rlightning.env.wrappers import resolve_wrappers
 
-    specs = resolve_wrappers(load_preset("atari_ppo").env.wrappers)
+    specs = resolve_wrappers(load_preset(preset).env.wrappers)
     assert [s.cls for s in specs] == [
         gym.wrappers.AtariPreprocessing,
         gym.wrappers.ClipReward,
