@@ -208,12 +208,16 @@ class TD3Policy(BasePolicy):
         cfg, ds = self.config, self.dataset
         out = self.critic_loss(ds)
         critic_params = critic_parameters(self.modules, self.encoder)
-        self.apply_gradients(out["loss"], self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
+        self.apply_gradients(
+            out["loss"], self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm, return_norm=False
+        )
         self.update_count += 1
         metrics = {"q_loss": out["loss"].item(), "q_value": float(out["q1"].detach().mean())}
         if self.update_count % cfg.policy_delay == 0:
             loss = self.actor_loss(ds["obs"])
-            self.apply_gradients(loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm)
+            self.apply_gradients(
+                loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm, return_norm=False
+            )
             self._soft_update()
             metrics["actor_loss"] = loss.item()
         else:
