@@ -247,15 +247,18 @@ class SACPolicy(BasePolicy):
         if "critic" not in self._optimizers:
             raise RuntimeError("sac.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
+        alpha = self.alpha
         with torch.no_grad():
             next_x = self.encoder(ds["next_obs"])
             next_action, next_logp = self.actor(next_x)
             next_q = min_target_q(self.modules, next_x, next_action)
-            target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - self.alpha * next_logp)
+            target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - alpha * next_logp)
         x = self.encoder(ds["obs"])  # a trainable encoder (a CNN) learns from the critic loss only
         q_loss, q1 = twin_critic_loss(self.modules, x, ds["action"], target)
         critic_params = critic_parameters(self.modules, self.encoder)
-        self.apply_gradients(q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
+        self.apply_gradients(
+            q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm, return_norm=False
+        )
         self.update_count += 1
         metrics = {"q_loss": q_loss.item(), "q_value": float(q1.mean().detach())}
         if self.update_count % cfg.policy_frequency == 0:
@@ -267,7 +270,7 @@ class SACPolicy(BasePolicy):
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
         self.train_calls += 1
-        metrics["alpha"] = self.alpha
+        metrics["alpha"] = self.alpha if cfg.autotune_alpha else alpha  # fixed: the value read above
         self._last_metrics = metrics
         return metrics
 
@@ -276,10 +279,12 @@ class SACPolicy(BasePolicy):
         action, logp = self.actor(x)
         q = torch.min(self.modules["qf1"](x, action), self.modules["qf2"](x, action))
         actor_loss = (self.alpha * logp - q).mean()
-        self.apply_gradients(actor_loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm)
+        self.apply_gradients(
+            actor_loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm, return_norm=False
+        )
         alpha_loss = 0.0
         if cfg.autotune_alpha:
             loss = -(self.log_alpha.value.exp() * (logp.detach() + self.target_entropy)).mean()
-            self.apply_gradients(loss, self._optimizers["alpha"], self.log_alpha.parameters())
+            self.apply_gradients(loss, self._optimizers["alpha"], self.log_alpha.parameters(), return_norm=False)
             alpha_loss = loss.item()
         return {"actor_loss": actor_loss.item(), "alpha_loss": alpha_loss}
