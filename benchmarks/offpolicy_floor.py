@@ -11,11 +11,13 @@ they train (``learning_starts``, a stored episode, TD3's uniform steps), then al
     python benchmarks/offpolicy_floor.py              # the four presets, 7 rounds each
     python benchmarks/offpolicy_floor.py --presets acrobot_dqn --rounds 9
     python benchmarks/offpolicy_floor.py --presets pendulum_td3 --iters 1 --rounds 5
+    python benchmarks/offpolicy_floor.py --presets acrobot_dqn --warm 3000 --clock cpu  # at the final epsilon
 
 What each floor does per iteration (the preset's settings):
 
-- ``dqn`` (acrobot_dqn): ``rollout_steps`` env steps, each one greedy forward on one row and epsilon-greedy
-  (linear decay); the hard target copy every ``target_update_interval`` env steps; one sample of
+- ``dqn`` (acrobot_dqn): ``rollout_steps`` env steps, each epsilon-greedy (linear decay; the greedy forward
+  on one row only when the row does not explore, as SB3 and the preset's DQN do); the hard target copy every
+  ``target_update_interval`` env steps; one sample of
   ``updates x batch`` rows, the target network's forward on all of them at once, then per update the online
   forward, smooth L1, ``zero_grad``, backward, ``clip_grad_norm_`` (``max_grad_norm``) and a fused Adam step.
 - ``sac`` (mountaincar_sac: gSDE, fixed alpha; pendulum_sac: squashed Gaussian, autotuned alpha): acting
@@ -129,11 +131,14 @@ class DQNFloor:
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         p = self.p
-        with torch.no_grad():
-            a = self.q(torch.from_numpy(obs)).argmax(-1).numpy()
         frac = min(1.0, self.env_steps / p.epsilon_decay_steps)
         eps = p.epsilon_start + frac * (p.epsilon_end - p.epsilon_start)
-        explore = self.rng.random(len(a)) < eps
+        explore = self.rng.random(len(obs)) < eps
+        if explore.all():  # as SB3's predict: no forward for a random action
+            a = np.zeros(len(obs), np.int64)
+        else:
+            with torch.no_grad():
+                a = self.q(torch.from_numpy(obs)).argmax(-1).numpy()
         a[explore] = self.rng.integers(0, self.n_act, int(explore.sum()))
         return a
 
@@ -420,8 +425,12 @@ def warm_up(engine: Any, floor: Any, limit: int = 100_000) -> int:
     return n
 
 
-def measure(name: str, iters: int, rounds: int, clock: str = "wall") -> Dict[str, Any]:
-    """Ours and the floor of preset ``name``, ``rounds`` alternating windows of ``iters`` iterations each."""
+def measure(name: str, iters: int, rounds: int, clock: str = "wall", warm: int = 0) -> Dict[str, Any]:
+    """Ours and the floor of preset ``name``, ``rounds`` alternating windows of ``iters`` iterations each.
+
+    ``warm``: iterations both sides run past the point where they train before the windows (DQN's
+    exploration decays over them: ``--warm 3000`` measures acrobot_dqn at its final epsilon).
+    """
     from rlightning.utils.builders import build_run
 
     timer = time.process_time if clock == "cpu" else time.perf_counter
@@ -430,7 +439,10 @@ def measure(name: str, iters: int, rounds: int, clock: str = "wall") -> Dict[str
         engine = build_run(cfg).engine
         try:
             floor = FLOORS[cfg.policy.type](cfg)
-            warm = warm_up(engine, floor)
+            warm_its = warm_up(engine, floor)
+            for _ in range(warm):
+                engine.step()
+                floor.step()
             ours_ms, floor_ms, ratios = [], [], []
             for _ in range(rounds):
                 t0 = timer()
@@ -448,7 +460,7 @@ def measure(name: str, iters: int, rounds: int, clock: str = "wall") -> Dict[str
             engine.close()
     return {
         "preset": name,
-        "warm_up_iterations": warm,
+        "warm_up_iterations": warm_its + warm,
         "ours_ms": statistics.median(ours_ms),
         "floor_ms": statistics.median(floor_ms),
         "ratio": statistics.median(ratios),
@@ -462,12 +474,13 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=0, help="iterations per window (0: a per-preset default)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall-clock or this process's CPU time")
+    p.add_argument("--warm", type=int, default=0, help="iterations of both sides after they train, before timing")
     a = p.parse_args()
     torch.set_num_threads(1)
     for name in a.presets.split(","):
         if name not in DEFAULT_ITERS:
             raise SystemExit(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
-        r = measure(name, a.iters or DEFAULT_ITERS[name], a.rounds, a.clock)
+        r = measure(name, a.iters or DEFAULT_ITERS[name], a.rounds, a.clock, a.warm)
         per = ", ".join(f"{x:.2f}" for x in r["ratios"])
         print(
             f"{name}: ours {r['ours_ms']:.2f} ms/iteration, floor {r['floor_ms']:.2f} ms/iteration, "
