@@ -24,14 +24,16 @@ __all__ = ["minibatch_calls_possible", "run_train_rounds"]
 def minibatch_calls_possible(engine: Any) -> bool:
     """True when ``engine`` may sample several batches at once and train them in one call.
 
-    The answer is kept on the engine for as long as what it depends on stays the same (the buffer's and
-    policy group's objects, the sampler, ``train.batched_updates``, the policy type): reading the buffer's
-    signature and the policy class every iteration costs as much as a small env step.
+    The answer is kept on the engine for as long as what it depends on stays the same (the buffer and its
+    ``sample``, the policy group, the sampler, ``train.batched_updates``, the policy type): reading the
+    buffer's signature and the policy class every iteration costs as much as a small env step.
     """
     cfg = engine.config
     if engine.on_policy or not cfg.train.batched_updates or cfg.buffer.sampler != "uniform":
         return False
-    key = (id(engine.buffer), id(engine.policy_group), cfg.policy.type, id(type(cfg.policy)))
+    buffer = engine.buffer
+    sample = getattr(buffer, "__dict__", {}).get("sample")  # a per-instance override (a wrapper) counts too
+    key = (id(buffer), type(buffer), id(sample), id(engine.policy_group), cfg.policy.type, type(cfg.policy))
     cached = getattr(engine, "_minibatch_calls_cache", None)
     if cached is not None and cached[0] == key:
         return cached[1]
