@@ -12,6 +12,7 @@ they train (``learning_starts``, a stored episode, TD3's uniform steps), then al
     python benchmarks/offpolicy_floor.py --presets acrobot_dqn --rounds 9
     python benchmarks/offpolicy_floor.py --presets pendulum_td3 --iters 1 --rounds 5
     python benchmarks/offpolicy_floor.py --presets acrobot_dqn --warm 3000 --clock cpu  # at the final epsilon
+    python benchmarks/offpolicy_floor.py --presets mountaincar_sac --set policy.fused_optimizer=true
 
 What each floor does per iteration (the preset's settings):
 
@@ -201,10 +202,13 @@ class SACFloor:
         self.qs = [_mlp(obs_dim + act_dim, h, 1) for _ in range(2)]
         self.q_targets = [copy.deepcopy(q).requires_grad_(False) for q in self.qs]
         q_lr = p.q_lr or p.optim.lr
-        self.actor_opt = torch.optim.Adam(actor_params, lr=p.optim.lr, eps=p.optim.eps)
-        self.critic_opt = torch.optim.Adam([w for q in self.qs for w in q.parameters()], lr=q_lr, eps=p.optim.eps)
+        fused = bool(getattr(p, "fused_optimizer", False))  # the preset's choice, as ours builds them
+        self.actor_opt = torch.optim.Adam(actor_params, lr=p.optim.lr, eps=p.optim.eps, fused=fused)
+        critic = [w for q in self.qs for w in q.parameters()]
+        self.critic_opt = torch.optim.Adam(critic, lr=q_lr, eps=p.optim.eps, fused=fused)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha)))
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=q_lr, eps=p.optim.eps) if p.autotune_alpha else None
+        alpha_opt = torch.optim.Adam([self.log_alpha], lr=q_lr, eps=p.optim.eps, fused=fused)
+        self.alpha_opt = alpha_opt if p.autotune_alpha else None
         self.target_entropy = -float(act_dim)
         self.buf = Replay(cfg.buffer.capacity, obs_dim, (act_dim,), np.float32)
         self.env_steps, self.updates = 0, 0
@@ -323,8 +327,10 @@ class TD3Floor:
         self.qs = [_mlp(obs_dim + act_dim, h, 1) for _ in range(2)]
         self.q_targets = [copy.deepcopy(q).requires_grad_(False) for q in self.qs]
         q_lr = p.q_lr or p.optim.lr
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=p.optim.lr, eps=p.optim.eps)
-        self.critic_opt = torch.optim.Adam([w for q in self.qs for w in q.parameters()], lr=q_lr, eps=p.optim.eps)
+        fused = bool(getattr(p, "fused_optimizer", False))
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=p.optim.lr, eps=p.optim.eps, fused=fused)
+        critic = [w for q in self.qs for w in q.parameters()]
+        self.critic_opt = torch.optim.Adam(critic, lr=q_lr, eps=p.optim.eps, fused=fused)
         self.buf = Replay(cfg.buffer.capacity, obs_dim, (act_dim,), np.float32)
         self.rng = np.random.default_rng(1)
         self.env_steps, self.updates, self.act_dim = 0, 0, act_dim
@@ -393,7 +399,7 @@ class TD3Floor:
 FLOORS: Dict[str, Callable[[Any], Any]] = {"dqn": DQNFloor, "sac": SACFloor, "td3": TD3Floor}
 
 
-def preset_config(name: str, run_dir: str) -> Any:
+def preset_config(name: str, run_dir: str, overrides=()) -> Any:
     from rlightning.utils.config import apply_overrides, load_preset
 
     return apply_overrides(
@@ -407,6 +413,7 @@ def preset_config(name: str, run_dir: str) -> Any:
             "train.iterations=100000000",
             "train.eval_interval=0",
             "train.checkpoint_interval=0",
+            *overrides,
         ],
     )
 
@@ -425,7 +432,7 @@ def warm_up(engine: Any, floor: Any, limit: int = 100_000) -> int:
     return n
 
 
-def measure(name: str, iters: int, rounds: int, clock: str = "wall", warm: int = 0) -> Dict[str, Any]:
+def measure(name: str, iters: int, rounds: int, clock: str = "wall", warm: int = 0, overrides=()) -> Dict[str, Any]:
     """Ours and the floor of preset ``name``, ``rounds`` alternating windows of ``iters`` iterations each.
 
     ``warm``: iterations both sides run past the point where they train before the windows (DQN's
@@ -435,7 +442,7 @@ def measure(name: str, iters: int, rounds: int, clock: str = "wall", warm: int =
 
     timer = time.process_time if clock == "cpu" else time.perf_counter
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = preset_config(name, run_dir)
+        cfg = preset_config(name, run_dir, overrides)
         engine = build_run(cfg).engine
         try:
             floor = FLOORS[cfg.policy.type](cfg)
@@ -475,12 +482,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall-clock or this process's CPU time")
     p.add_argument("--warm", type=int, default=0, help="iterations of both sides after they train, before timing")
+    p.add_argument("--set", nargs="*", default=[], help="config overrides for both sides (key=value)")
     a = p.parse_args()
     torch.set_num_threads(1)
     for name in a.presets.split(","):
         if name not in DEFAULT_ITERS:
             raise SystemExit(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
-        r = measure(name, a.iters or DEFAULT_ITERS[name], a.rounds, a.clock, a.warm)
+        r = measure(name, a.iters or DEFAULT_ITERS[name], a.rounds, a.clock, a.warm, a.set)
         per = ", ".join(f"{x:.2f}" for x in r["ratios"])
         print(
             f"{name}: ours {r['ours_ms']:.2f} ms/iteration, floor {r['floor_ms']:.2f} ms/iteration, "
