@@ -398,9 +398,15 @@ class BasePolicy:
             )
             resp = self.postprocess(env_ret, resp) or resp
             responses.append(resp.mark_policy_sent())
-        self._rollout_calls += 1
-        self._rollout_rows += total
+        self.count_rollout(total)
         return responses
+
+    def count_rollout(self, rows: int) -> None:
+        """Count one acting call that answered ``rows`` rows (`rollout_batch` counts its own; an env worker
+        acting straight through ``compute_actions`` reports its calls here). Schedules that run on the rows a
+        copy answered before it hears the run's env steps (DQN's epsilon, TD3's uniform steps) read the count."""
+        self._rollout_calls += 1
+        self._rollout_rows += int(rows)
 
     # ------------------------------------------------------------------ weights (the host's transport)
 
