@@ -362,7 +362,7 @@ def _live_tensors(policy: Any) -> Optional[List[torch.Tensor]]:
         getattr(cls, name) is not getattr(BasePolicy, name) for name in ("sync_named_tensors", "state_dict")
     ):
         return None
-    modules = policy._modules
+    modules = policy.modules
     names = policy.sync_module_names
     out: List[torch.Tensor] = []
     for mname in names if names is not None else list(modules):
