@@ -22,10 +22,27 @@ __all__ = ["minibatch_calls_possible", "run_train_rounds"]
 
 
 def minibatch_calls_possible(engine: Any) -> bool:
-    """True when ``engine`` may sample several batches at once and train them in one call."""
+    """True when ``engine`` may sample several batches at once and train them in one call.
+
+    The answer is kept on the engine for as long as what it depends on stays the same (the buffer and its
+    ``sample``, the policy group, the sampler, ``train.batched_updates``, the policy type): reading the
+    buffer's signature and the policy class every iteration costs as much as a small env step.
+    """
     cfg = engine.config
     if engine.on_policy or not cfg.train.batched_updates or cfg.buffer.sampler != "uniform":
         return False
+    buffer = engine.buffer
+    sample = getattr(buffer, "__dict__", {}).get("sample")  # a per-instance override (a wrapper) counts too
+    key = (id(buffer), type(buffer), id(sample), id(engine.policy_group), cfg.policy.type, type(cfg.policy))
+    cached = getattr(engine, "_minibatch_calls_cache", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    possible = _minibatch_calls_possible(engine)
+    engine._minibatch_calls_cache = (key, possible)
+    return possible
+
+
+def _minibatch_calls_possible(engine: Any) -> bool:
     if not hasattr(engine.policy_group, "train_minibatches"):
         return False
     try:
@@ -35,7 +52,7 @@ def minibatch_calls_possible(engine: Any) -> bool:
         return False
     from rlightning.policy.multi_agent import policy_class_for
 
-    return bool(getattr(policy_class_for(cfg), "minibatch_train", False))
+    return bool(getattr(policy_class_for(engine.config), "minibatch_train", False))
 
 
 def run_train_rounds(engine: Any) -> Dict[str, Any]:

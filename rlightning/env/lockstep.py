@@ -49,6 +49,7 @@ def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResu
     `RolloutWorker.collect` raises.
     """
     policy = workers[0].policy
+    count = getattr(policy, "count_rollout", None)  # what rollout_batch would have counted
     runs = [w.start_rollout(num_steps) for w in workers]
     active = list(zip(workers, runs))
     clock = time.perf_counter
@@ -61,6 +62,8 @@ def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResu
         obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
         try:
             out = policy.compute_actions(obs, deterministic=policy.deterministic)
+            if count is not None:
+                count(int(total))
         except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
             caller_error(err)
             raise
@@ -75,6 +78,8 @@ def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResu
     if active and "value" in out:  # the value of each last next.obs: its bootstrap
         obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
         value = policy.compute_actions(obs, deterministic=True)["value"]
+        if count is not None:
+            count(len(obs))
         start = 0
         for w, run in active:
             run.last_value = value[start : start + w.num_envs]

@@ -164,6 +164,7 @@ class RolloutWorker:
         self._episode_ids = EpisodeIds(self.num_envs, base=int(episode_id_base))
         self._policy: Optional[ActingPolicy] = None
         self._fast_acting = False
+        self._count_rollout: Optional[Callable[[int], None]] = None
         self._synced = False
 
     # ------------------------------------------------------------------ the env (seed API)
@@ -260,6 +261,8 @@ class RolloutWorker:
         self._synced = False  # its own initial weights until a sync loads the run's
         # Acting straight through compute_actions unless the copy answers EnvRets itself (or carries a state).
         self._fast_acting = bool(built.acts_on_observations) and not built.stateful_acting
+        # what rollout_batch would have counted (a copy's schedules may run on the rows it answered)
+        self._count_rollout = getattr(built, "count_rollout", None) if self._fast_acting else None
         return {"num_parameters": int(built.num_parameters()), "weight_version": int(built.weight_version)}
 
     def _require_policy(self, what: str) -> ActingPolicy:
@@ -344,12 +347,14 @@ class RolloutWorker:
         """
         policy = self._require_policy("collect")
         run = self.start_rollout(num_steps)
-        fast, clock = self._fast_acting, time.perf_counter
+        fast, clock, count = self._fast_acting, time.perf_counter, self._count_rollout
         for _ in range(run.num_steps):
             t0 = clock()
             try:
                 if fast:
                     out = policy.compute_actions(run.env_ret.observation, deterministic=policy.deterministic)
+                    if count is not None:
+                        count(self.num_envs)
                 else:
                     out = policy.rollout_batch([run.env_ret])[0].to_dict()
             except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
@@ -364,6 +369,8 @@ class RolloutWorker:
                 run.last_value = policy.rollout_batch([run.env_ret])[0].value
             else:
                 run.last_value = policy.compute_actions(run.env_ret.observation, deterministic=True)["value"]
+                if count is not None:
+                    count(self.num_envs)
             run.inference += clock() - t0
         return self.finish_rollout(run)
 

@@ -428,9 +428,15 @@ class BasePolicy:
             )
             resp = self.postprocess(env_ret, resp) or resp
             responses.append(resp.mark_policy_sent())
-        self._rollout_calls += 1
-        self._rollout_rows += total
+        self.count_rollout(total)
         return responses
+
+    def count_rollout(self, rows: int) -> None:
+        """Count one acting call that answered ``rows`` rows (`rollout_batch` counts its own; an env worker
+        acting straight through ``compute_actions`` reports its calls here). Schedules that run on the rows a
+        copy answered before it hears the run's env steps (DQN's epsilon, TD3's uniform steps) read the count."""
+        self._rollout_calls += 1
+        self._rollout_rows += int(rows)
 
     # ------------------------------------------------------------------ weights (the host's transport)
 
@@ -471,7 +477,9 @@ class BasePolicy:
 
     def copy_weights_from(self, other: BasePolicy, weight_version: Optional[int] = None) -> int:
         """Direct in-process copy of another policy's weights (local workers, colocated sync)."""
-        return self.load_state_dict(other.state_dict(), weight_version)
+        if type(self).load_state_dict is not BasePolicy.load_state_dict:  # a policy that loads its own way
+            return self.load_state_dict(other.state_dict(), weight_version)
+        return self.host.copy_weights_from(other, weight_version)
 
     def weights_checksum(self) -> str:
         """SHA-1 of the exact bytes of the weights eval workers need."""
@@ -525,9 +533,11 @@ class BasePolicy:
         optimizer: torch.optim.Optimizer,
         parameters: Optional[Any] = None,
         max_grad_norm: Optional[float] = None,
-    ) -> float:
-        """Backward, average gradients over ranks, clip, step. Returns the gradient norm before clipping."""
-        return self.host.apply_gradients(loss, optimizer, parameters, max_grad_norm)
+        return_norm: bool = True,
+    ) -> Optional[float]:
+        """Backward, average gradients over ranks, clip, step. Returns the gradient norm before clipping
+        (``return_norm=False``: None, and the norm is computed only when clipping needs it)."""
+        return self.host.apply_gradients(loss, optimizer, parameters, max_grad_norm, return_norm)
 
     def allreduce_gradients(self, parameters: Any) -> None:
         """Average the gradients of ``parameters`` over the data-parallel ranks (no-op alone)."""

@@ -53,6 +53,8 @@ class PolicyWorkerHost:
         """Held while acting and while weights are replaced: an actor with max_concurrency > 1 runs rollouts
         and syncs in different threads, and a response's weight_version must match its weights."""
         self._flat: Optional[FlatWeights] = None
+        # copy_weights_from's (source policy, both sides' live tensors, (dst, src) pairs) of the last copy
+        self._copy_plan: Optional[tuple] = None
 
     # ------------------------------------------------------------------ placement
 
@@ -208,8 +210,10 @@ class PolicyWorkerHost:
         optimizer: torch.optim.Optimizer,
         parameters: Optional[Iterable[torch.nn.Parameter]] = None,
         max_grad_norm: Optional[float] = None,
-    ) -> float:
-        """Backward, average gradients over ranks, clip, step. Returns the gradient norm before clipping."""
+        return_norm: bool = True,
+    ) -> Optional[float]:
+        """Backward, average gradients over ranks, clip, step. Returns the gradient norm before clipping
+        (``return_norm=False``: None, and the norm is computed only when clipping needs it)."""
         params = (
             list(parameters) if parameters is not None else [p for g in optimizer.param_groups for p in g["params"]]
         )
@@ -218,13 +222,14 @@ class PolicyWorkerHost:
         self.allreduce_gradients(params)
         grads = [p for p in params if p.grad is not None]
         if not grads:
-            return 0.0
+            return 0.0 if return_norm else None
+        norm = None
         if max_grad_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(grads, max_grad_norm)
-        else:
+        elif return_norm:
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in grads]))
         optimizer.step()
-        return float(norm)
+        return float(norm) if return_norm else None
 
     def allreduce_mean(self, value: float) -> float:
         """Mean of a float over the data-parallel ranks (the value itself alone)."""
@@ -285,6 +290,38 @@ class PolicyWorkerHost:
                 self.policy.weight_version = int(weight_version)
         return self.policy.weight_version
 
+    def copy_weights_from(self, other: BasePolicy, weight_version: Optional[int] = None) -> int:
+        """Copy ``other``'s weights into this worker's, in place (workers in one process; see `load_state_dict`).
+
+        The first copy goes through `load_state_dict` (every key and shape checked) and keeps the pairs of
+        tensors it matched; later copies from the same policy reuse them while both sides still hold the very
+        same tensor objects (a cheap walk over the modules: a module registered again, moved to another device
+        or replaced in place makes the next copy a checked one again).
+        """
+        src_live, dst_live = _live_tensors(other), _live_tensors(self.policy)
+        plan = self._copy_plan
+        if (
+            plan is not None
+            and src_live is not None
+            and dst_live is not None
+            and plan[0] is other
+            and _same_objects(plan[1], src_live)
+            and _same_objects(plan[2], dst_live)
+        ):
+            with self.weights_lock, torch.no_grad():
+                for dst, src in plan[3]:
+                    dst.copy_(src)
+                if weight_version is not None:
+                    self.policy.weight_version = int(weight_version)
+            return self.policy.weight_version
+        self._copy_plan = None
+        version = self.load_state_dict(other.state_dict(), weight_version)
+        if src_live is not None and dst_live is not None:
+            src, dst = other.sync_named_tensors(), self.policy.sync_named_tensors()
+            pairs = [(dst[k], src[k]) for k in dst]  # the live objects: they follow a .data swap
+            self._copy_plan = (other, src_live, dst_live, pairs)
+        return version
+
     def weights_checksum(self) -> str:
         """SHA-1 of the exact bytes of the weights eval workers need."""
         return tensors_checksum(self.policy.sync_named_tensors())
@@ -313,3 +350,30 @@ class PolicyWorkerHost:
             FileNotFoundError: no file at ``path``.
         """
         return self.load_checkpoint_state(ckpt.read_checkpoint(path))
+
+
+def _live_tensors(policy: Any) -> Optional[List[torch.Tensor]]:
+    """Every parameter and buffer object of ``policy``'s synced modules, in module order (None: a policy whose
+    synced tensors are not its registered modules' own, e.g. one that overrides ``sync_named_tensors``)."""
+    from rlightning.policy.base_policy import BasePolicy
+
+    cls = type(policy)
+    if not isinstance(policy, BasePolicy) or any(
+        getattr(cls, name) is not getattr(BasePolicy, name) for name in ("sync_named_tensors", "state_dict")
+    ):
+        return None
+    modules = policy.modules
+    names = policy.sync_module_names
+    out: List[torch.Tensor] = []
+    for mname in names if names is not None else list(modules):
+        module = modules.get(mname)
+        if module is None:
+            continue
+        for sub in module.modules():
+            out.extend(sub._parameters.values())
+            out.extend(sub._buffers.values())
+    return out
+
+
+def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))

@@ -230,3 +230,40 @@ def test_a_seeded_run_acting_in_an_eval_worker_stores_the_same_steps_twice(tmp_p
         engine.close()
     for key in ("obs", "action"):
         assert torch.equal(stored[0][key], stored[1][key]), key
+
+
+def test_a_dqn_acting_in_its_env_worker_explores_and_learns_as_in_an_eval_worker(tmp_path, build):
+    """The env worker's copy counts the rows it answers (`BasePolicy.count_rollout`), as an eval worker's
+    rollout_batch does: epsilon decays the same way before the first sync, so both placements train the very
+    same weights from one seed."""
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    results = []
+    for extra in ([], [IN_ENV_WORKERS]):
+        cfg = apply_overrides(
+            load_preset("acrobot_dqn"),
+            [
+                "log.progress=false",
+                f"log.run_dir={tmp_path / str(len(results))}",
+                "train.rollout_steps=64",
+                "train.learning_starts=128",
+                "train.store_open_episodes=true",  # each rollout stored at its end: training from iteration 2
+                "policy.hidden_sizes=[32]",
+                "policy.epsilon_decay_steps=256",
+                "seed=5",
+                *extra,
+            ],
+        )
+        engine = build(cfg).engine
+        for _ in range(4):
+            engine.step()
+        data = engine.buffer.get_data()
+        learner = engine.policy_group.train_workers[0].worker
+        if extra:
+            copy = next(iter(engine.env_group.workers.values())).policy
+            assert copy._rollout_rows == 4 * 64  # the rows it answered, before and after the syncs
+        results.append((data["action"].clone(), learner.weights_checksum()))
+        engine.close()
+    (actions_eval, weights_eval), (actions_env, weights_env) = results
+    assert torch.equal(actions_eval, actions_env)
+    assert weights_eval == weights_env

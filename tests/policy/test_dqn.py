@@ -138,3 +138,19 @@ def test_acting_copies_import_no_tensordict():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 0.5, 0.0])
+def test_acting_draws_as_greedy_then_explore_and_skips_the_forward_when_every_row_explores(epsilon, monkeypatch):
+    policy = make(role=PolicyRole.EVAL, epsilon_start=epsilon, epsilon_end=epsilon)
+    obs = np.random.default_rng(3).normal(size=(6, 4)).astype(np.float32)
+    greedy = policy.q_values(torch.as_tensor(obs)).argmax(-1).numpy()
+    # the draws the acting rule makes: one uniform per row, then one action per exploring row
+    reference = np.random.default_rng(11)
+    explore = reference.random(6) < epsilon
+    expected = greedy.copy()
+    expected[explore] = reference.integers(0, 2, int(explore.sum()))
+    policy.np_rng = np.random.default_rng(11)
+    if epsilon == 1.0:  # every row explores: the Q network is never evaluated
+        monkeypatch.setattr(policy, "q_values", lambda obs: pytest.fail("forward while every row explores"))
+    np.testing.assert_array_equal(policy.compute_actions(obs)["action"], expected)

@@ -115,3 +115,17 @@ def test_sac_learns_a_one_step_bandit():
     test_obs = np.linspace(-0.8, 0.8, 64, dtype=np.float32)[:, None]
     act = policy.compute_actions(test_obs, deterministic=True)["action"]
     assert float(np.mean((act - test_obs) ** 2)) < 0.03
+
+
+def test_fused_optimizer_builds_fused_adams_that_learn_as_the_default_ones():
+    plain, fused = make(), make(fused_optimizer=True)
+    assert all(not o.defaults.get("fused") for o in plain.optimizers.values())
+    assert set(fused.optimizers) == {"actor", "critic", "alpha"}
+    assert all(o.defaults["fused"] for o in fused.optimizers.values())
+    for policy in (plain, fused):
+        torch.manual_seed(5)  # the same noise draws on both sides
+        policy.update_dataset(offpolicy_dataset(64))
+        for _ in range(3):
+            policy.train()
+    for (key, a), (_, b) in zip(plain.state_dict().items(), fused.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=key)

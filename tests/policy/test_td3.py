@@ -116,3 +116,16 @@ def test_acting_uniform_then_noisy_then_deterministic():
     assert 0.0 < float(np.abs(noisy - greedy).mean()) < 0.5
     assert float(np.abs(noisy).max()) <= 2.0
     np.testing.assert_array_equal(policy.compute_actions(obs, deterministic=True)["action"], greedy)
+
+
+def test_fused_optimizer_builds_fused_adams_that_learn_as_the_default_ones():
+    plain, fused = make(), make(fused_optimizer=True)
+    assert all(o.defaults["fused"] for o in fused.optimizers.values()) and len(fused.optimizers) == 2
+    assert all(not o.defaults.get("fused") for o in plain.optimizers.values())
+    for policy in (plain, fused):
+        torch.manual_seed(5)
+        policy.update_dataset(offpolicy_dataset(64))
+        for _ in range(4):
+            policy.train()
+    for (key, a), (_, b) in zip(plain.state_dict().items(), fused.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=key)

@@ -101,3 +101,50 @@ def test_eval_recovery_without_a_relauncher_names_the_worker():
     recovery.restarts[0] = 1
     with pytest.raises(WorkerLostError, match=r"already restarted 1 time\(s\); max_restarts=1 reached"):
         recovery._restart(0, None)
+
+
+def test_copy_weights_from_reuses_its_pairs_and_checks_again_when_modules_change():
+    learner = make_ppo()
+    actor = make_ppo(role=PolicyRole.EVAL)
+    assert actor.copy_weights_from(learner, 1) == 1
+    assert actor.weights_checksum() == learner.weights_checksum()
+    assert actor.host._copy_plan is not None and actor.host._copy_plan[0] is learner
+    with torch.no_grad():  # the learner moves: the kept pairs copy the new values
+        for p in learner.get_trainable_parameters():
+            p.add_(0.5)
+    assert actor.weights_checksum() != learner.weights_checksum()
+    assert actor.copy_weights_from(learner, 2) == 2 and actor.weight_version == 2
+    assert actor.weights_checksum() == learner.weights_checksum()
+    # a module registered again on the learner: the next copy is a checked one that reads the new tensors
+    fresh = make_ppo(index=1)
+    learner.register_module("actor", fresh.modules["actor"])
+    assert actor.weights_checksum() != learner.weights_checksum()
+    assert actor.copy_weights_from(learner, 3) == 3
+    assert actor.weights_checksum() == learner.weights_checksum()
+    # another source policy: checked too
+    other = make_ppo(index=2)
+    with torch.no_grad():
+        for p in other.get_trainable_parameters():
+            p.mul_(-1.0)
+    actor.copy_weights_from(other, 4)
+    assert actor.weights_checksum() == other.weights_checksum() and actor.host._copy_plan[0] is other
+    # a mismatched source still fails with the checked path's error, and nothing is kept
+    small = PPOPolicy(PolicyConfig(hidden_sizes=[4]), role_type=PolicyRole.TRAIN)
+    small.setup(DISCRETE_META, seed=0)
+    with pytest.raises(ValueError, match="has shape"):
+        actor.copy_weights_from(small, 5)
+    assert actor.host._copy_plan is None
+
+
+def test_apply_gradients_without_the_norm_makes_the_same_step():
+    a, b = make_ppo(), make_ppo()
+    x = torch.randn(16, DISCRETE_META.observation_space.shape[0], generator=torch.Generator().manual_seed(0))
+    for policy, return_norm in ((a, True), (b, False)):
+        loss = policy.modules["critic"](x).pow(2).mean()
+        opt = policy.optimizers["main"]
+        out = policy.apply_gradients(loss, opt, policy.modules["critic"].parameters(), return_norm=return_norm)
+        assert (out is None) is (not return_norm)
+        if return_norm:
+            assert out > 0
+    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert ka == kb and torch.equal(va, vb)

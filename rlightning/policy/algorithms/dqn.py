@@ -33,7 +33,7 @@ from torch.nn import functional as F
 from rlightning.policy.algorithms.networks import Progress, action_kind, mlp, mlp_forward
 from rlightning.policy.algorithms.nstep import NSTEP_KEYS, NStepReturns
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
-from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
+from rlightning.policy.networks import batch_len, build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -221,11 +221,17 @@ class DQNPolicy(BasePolicy):
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Greedy actions, replaced by uniform ones with probability epsilon unless deterministic."""
-        q = self.q_values(obs_to_tensor(obs, self.device))
-        action = q.argmax(-1).cpu().numpy().astype(np.int64)
-        if not deterministic:
-            explore = self.np_rng.random(action.shape[0]) < self.epsilon
-            action[explore] = self.np_rng.integers(0, self.n_actions, int(np.count_nonzero(explore)))
+        if deterministic:
+            q = self.q_values(obs_to_tensor(obs, self.device))
+            return {"action": q.argmax(-1).cpu().numpy().astype(np.int64) + self.action_start}
+        explore = self.np_rng.random(batch_len(obs)) < self.epsilon
+        count = int(np.count_nonzero(explore))
+        if count == explore.shape[0]:  # every row explores: the greedy actions would all be replaced
+            action = np.zeros(count, dtype=np.int64)
+        else:
+            q = self.q_values(obs_to_tensor(obs, self.device))
+            action = q.argmax(-1).cpu().numpy().astype(np.int64)
+        action[explore] = self.np_rng.integers(0, self.n_actions, count)
         return {"action": action + self.action_start}
 
     # ------------------------------------------------------------------ learning
@@ -393,11 +399,12 @@ class DQNPolicy(BasePolicy):
             self._scheduled_target_update()
         given = "target" in ds or "next_q_target" in ds  # computed ahead by train_minibatches
         ahead = self._phase_targets(ds) if fixed and steps > 1 and self.batched_targets and not given else {}
+        prioritized = ds.get("index") is not None
         if steps == 1:
             parts = [None]
         else:
             parts = torch.randperm(n, device=self.device).tensor_split(steps)
-            abs_td = torch.empty(n, device=self.device)
+            abs_td = torch.empty(n, device=self.device) if prioritized else None
         losses, q_means = [], []
         for idx in parts:
             if hard_updates and not fixed:
@@ -408,19 +415,20 @@ class DQNPolicy(BasePolicy):
                 batch = {k: (None if v is None else v[idx]) for k, v in ds.items()}
                 batch.update({k: v[idx] for k, v in ahead.items()})
             out = self.loss(batch)
-            self.apply_gradients(out["loss"], optimizer, params, cfg.optim.max_grad_norm)
+            self.apply_gradients(out["loss"], optimizer, params, cfg.optim.max_grad_norm, return_norm=False)
             if not hard_updates:
                 self._update_target(cfg.tau)
-            if idx is None:
-                abs_td = out["td_error"].abs()
-            else:
-                abs_td[idx] = out["td_error"].abs()
+            if prioritized:  # the rows' new priorities
+                if idx is None:
+                    abs_td = out["td_error"].abs()
+                else:
+                    abs_td[idx] = out["td_error"].abs()
             losses.append(out["loss"].detach())
             q_means.append(out["q"].detach().mean())
             self.update_count += 1
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
-        if ds.get("index") is not None:
+        if prioritized:
             index = ds["index"].cpu()
             shard = ds["shard"].cpu() if ds.get("shard") is not None else torch.zeros_like(index)
             self.priority_updates = {"index": index, "shard": shard, "priority": abs_td.cpu()}

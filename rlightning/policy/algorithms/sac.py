@@ -77,6 +77,10 @@ class SACConfig(PolicyConfig):
     """gSDE: the noise's gradients reach the actor's latent features (False: detached, as in the paper)."""
     sde_mean_bound: float = Field(2.0, ge=0)
     """gSDE: the pre-squash mean is clipped to [-sde_mean_bound, sde_mean_bound] (0: not clipped)."""
+    fused_optimizer: bool = False
+    """Adam/AdamW through torch's fused kernel (one kernel per step instead of a loop of small ops per
+    parameter tensor, which torch's default runs on CPU): the same update up to float rounding, so a seeded
+    run differs in its last bits from one without it. Other optimizers are unaffected."""
 
     @field_validator("sde_sample_freq")
     @classmethod
@@ -204,13 +208,14 @@ class SACPolicy(BasePolicy):
         return w
 
     def setup_optimizer(self, optim_cfg: Any) -> None:
-        """Actor, critic (``q_lr``) and temperature optimizers."""
-        q_lr = self.config.q_lr or optim_cfg.lr
-        self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters()))
+        """Actor, critic (``q_lr``) and temperature optimizers (fused Adam/AdamW with ``fused_optimizer``)."""
+        q_lr, fused = self.config.q_lr or optim_cfg.lr, self.config.fused_optimizer
+        self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters(), fused=fused))
         critic = critic_parameters(self.modules, self.encoder)
-        self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=q_lr))
+        self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=q_lr, fused=fused))
         if self.config.autotune_alpha:
-            self.register_optimizer("alpha", build_optimizer(optim_cfg, self.log_alpha.parameters(), lr=q_lr))
+            alpha_params = self.log_alpha.parameters()
+            self.register_optimizer("alpha", build_optimizer(optim_cfg, alpha_params, lr=q_lr, fused=fused))
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
@@ -247,15 +252,18 @@ class SACPolicy(BasePolicy):
         if "critic" not in self._optimizers:
             raise RuntimeError("sac.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
+        alpha = self.alpha
         with torch.no_grad():
             next_x = self.encoder(ds["next_obs"])
             next_action, next_logp = self.actor(next_x)
             next_q = min_target_q(self.modules, next_x, next_action)
-            target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - self.alpha * next_logp)
+            target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - alpha * next_logp)
         x = self.encoder(ds["obs"])  # a trainable encoder (a CNN) learns from the critic loss only
         q_loss, q1 = twin_critic_loss(self.modules, x, ds["action"], target)
         critic_params = critic_parameters(self.modules, self.encoder)
-        self.apply_gradients(q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm)
+        self.apply_gradients(
+            q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm, return_norm=False
+        )
         self.update_count += 1
         metrics = {"q_loss": q_loss.item(), "q_value": float(q1.mean().detach())}
         if self.update_count % cfg.policy_frequency == 0:
@@ -267,7 +275,7 @@ class SACPolicy(BasePolicy):
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
         self.train_calls += 1
-        metrics["alpha"] = self.alpha
+        metrics["alpha"] = self.alpha if cfg.autotune_alpha else alpha  # fixed: the value read above
         self._last_metrics = metrics
         return metrics
 
@@ -276,10 +284,12 @@ class SACPolicy(BasePolicy):
         action, logp = self.actor(x)
         q = torch.min(self.modules["qf1"](x, action), self.modules["qf2"](x, action))
         actor_loss = (self.alpha * logp - q).mean()
-        self.apply_gradients(actor_loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm)
+        self.apply_gradients(
+            actor_loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm, return_norm=False
+        )
         alpha_loss = 0.0
         if cfg.autotune_alpha:
             loss = -(self.log_alpha.value.exp() * (logp.detach() + self.target_entropy)).mean()
-            self.apply_gradients(loss, self._optimizers["alpha"], self.log_alpha.parameters())
+            self.apply_gradients(loss, self._optimizers["alpha"], self.log_alpha.parameters(), return_norm=False)
             alpha_loss = loss.item()
         return {"actor_loss": actor_loss.item(), "alpha_loss": alpha_loss}
