@@ -176,6 +176,19 @@ class DQNFloor:
             self.opt.step()
 
 
+def _collect_then_update(floor: Any) -> None:
+    """One iteration of an actor-critic floor: collect ``rollout_steps``, then ``updates_per_iteration``
+    updates on one draw of ``updates_per_iteration x batch_size`` rows (as the engine's batched updates)."""
+    t = floor.t
+    floor.collect(t.rollout_steps)
+    if not floor.ready():
+        return
+    k, b = t.updates_per_iteration, t.batch_size
+    s = floor.buf.sample(k * b)
+    for i in range(k):
+        floor.update({key: v[i * b : (i + 1) * b] for key, v in s.items()})
+
+
 class SACFloor:
     """SAC with twin critics; gSDE or a state-dependent Gaussian; fixed or autotuned alpha."""
 
@@ -301,14 +314,7 @@ class SACFloor:
                     wt.lerp_(w, p.tau)
 
     def step(self) -> None:
-        t = self.t
-        self.collect(t.rollout_steps)
-        if not self.ready():
-            return
-        k, b = t.updates_per_iteration, t.batch_size
-        s = self.buf.sample(k * b)
-        for i in range(k):
-            self.update({key: v[i * b : (i + 1) * b] for key, v in s.items()})
+        _collect_then_update(self)
 
 
 class TD3Floor:
@@ -386,14 +392,7 @@ class TD3Floor:
                         wt.lerp_(w, p.tau)
 
     def step(self) -> None:
-        t = self.t
-        self.collect(t.rollout_steps)
-        if not self.ready():
-            return
-        k, b = t.updates_per_iteration, t.batch_size
-        s = self.buf.sample(k * b)
-        for i in range(k):
-            self.update({key: v[i * b : (i + 1) * b] for key, v in s.items()})
+        _collect_then_update(self)
 
 
 FLOORS: Dict[str, Callable[[Any], Any]] = {"dqn": DQNFloor, "sac": SACFloor, "td3": TD3Floor}
