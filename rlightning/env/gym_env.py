@@ -41,7 +41,7 @@ from rlightning.env.suites import check_suite_installed, ensure_suite
 from rlightning.env.utils.single import SingleEnvVector
 from rlightning.env.utils.spaces import make_action_check
 from rlightning.env.utils.utils import default_env_preprocess_fn
-from rlightning.env.wrappers import apply_wrappers, resolve_wrappers
+from rlightning.env.wrappers import VECTOR_REWARD_WRAPPERS, RawRewardTap, apply_wrappers, resolve_wrappers
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.logger import get_logger
@@ -141,19 +141,36 @@ class GymnasiumEnv(BaseEnv):
         return {"env_spec": resolve_env_spec(config.name)}
 
     def _make_vector_env(self, spec: EnvSpec) -> gym.vector.VectorEnv:
+        """The vector env of the sub-envs with their wrappers, then the reward wrappers over the vector.
+
+        ``normalize_reward`` and ``clip_reward`` run over the vector env (gymnasium's vector versions), behind
+        a tap that keeps the env's own reward: episode returns (metrics, evaluation) count that reward, as
+        CleanRL's and Stable-Baselines3's episode monitors do, while the learner gets the transformed one.
+        """
+        specs = resolve_wrappers(self.config.wrappers)
+        per_env = [w for w in specs if w.cls not in VECTOR_REWARD_WRAPPERS]
+        reward = [w for w in specs if w.cls in VECTOR_REWARD_WRAPPERS]
+        env = self._make_inner_vector_env(spec, per_env)
+        self._raw_reward: Optional[RawRewardTap] = None
+        if reward:
+            env = self._raw_reward = RawRewardTap(env)
+            for w in reward:
+                env = VECTOR_REWARD_WRAPPERS[w.cls](env, **w.kwargs)
+        return env
+
+    def _make_inner_vector_env(self, spec: EnvSpec, wrappers: list) -> gym.vector.VectorEnv:
         cfg = self.config
         kwargs = dict(cfg.env_kwargs)
         if cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = cfg.max_episode_steps
         mode = cfg.vectorization_mode
-        wrappers = resolve_wrappers(cfg.wrappers)
         if mode == "auto" and self.num_envs == 1:
             self._mode = "single"
             return SingleEnvVector(apply_wrappers(gym.make(spec, **kwargs), wrappers))
         if mode == "vector_entry_point" and wrappers:
             raise ValueError(
-                f"env {self.env_id}: env.wrappers wrap each sub-env, which vectorization_mode='vector_entry_point' "
-                "does not have; use 'auto', 'sync' or 'async'"
+                f"env {self.env_id}: env.wrappers other than normalize_reward and clip_reward wrap each sub-env, "
+                "which vectorization_mode='vector_entry_point' does not have; use 'auto', 'sync' or 'async'"
             )
         if mode == "auto":
             has_own = spec.vector_entry_point is not None and not wrappers
@@ -238,7 +255,8 @@ class GymnasiumEnv(BaseEnv):
             terminated = np.asarray(terminated, dtype=bool)
         if type(truncated) is not np.ndarray or truncated.dtype != _BOOL:
             truncated = np.asarray(truncated, dtype=bool)
-        ep_return, ep_length = self.episodes.update(reward, terminated | truncated)
+        raw = self._raw_reward
+        ep_return, ep_length = self.episodes.update(reward if raw is None else raw.last_reward, terminated | truncated)
         info = dict(info) if info else {}
         info["episode_return"] = ep_return
         info["episode_length"] = ep_length

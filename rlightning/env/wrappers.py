@@ -13,6 +13,12 @@ Each entry is a short name from `WRAPPERS`, the class name of a wrapper in
 point. Wrappers wrap every sub-environment, in the order listed, inside the
 env worker. `resolve_wrappers` runs in the driver when the run is built, so an
 unknown name fails before any actor starts, naming the closest valid names.
+
+``normalize_reward`` and ``clip_reward`` are the exception: the gymnasium
+backend applies their vector versions over the whole vector env, above a tap
+that keeps the env's own reward, so the episode returns in the metrics and in
+evaluations are the env's (as CleanRL's and SB3's episode monitors report
+them) while the learner trains on the transformed reward.
 """
 
 from __future__ import annotations
@@ -23,10 +29,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Sequence
 
 import gymnasium as gym
+import gymnasium.wrappers.vector  # noqa: F401 - the vector reward wrappers
+import numpy as np
 
 from rlightning.utils.registry import closest
 
-__all__ = ["WRAPPERS", "TupleToDict", "WrapperSpec", "apply_wrappers", "resolve_wrappers"]
+__all__ = [
+    "VECTOR_REWARD_WRAPPERS",
+    "WRAPPERS",
+    "RawRewardTap",
+    "TupleToDict",
+    "WrapperSpec",
+    "apply_wrappers",
+    "resolve_wrappers",
+]
 
 #: Short names of the gymnasium wrappers researchers reach for, and the class each stands for.
 WRAPPERS: Dict[str, str] = {
@@ -49,6 +65,30 @@ WRAPPERS: Dict[str, str] = {
     "tuple_to_dict": "rlightning.env.wrappers:TupleToDict",
     "mask_velocity": "rlightning.env.pomdp:MaskVelocityObservation",
 }
+
+#: Reward wrappers the gymnasium backend applies over the vector env instead of each sub-env (their vector
+#: versions take the same arguments), so that episode returns can count the env's own reward.
+VECTOR_REWARD_WRAPPERS: Dict[type, type] = {
+    gym.wrappers.NormalizeReward: gym.wrappers.vector.NormalizeReward,
+    gym.wrappers.ClipReward: gym.wrappers.vector.ClipReward,
+}
+
+
+class RawRewardTap(gym.vector.VectorWrapper):
+    """Passes a vector env through and keeps the reward array of its last step in ``last_reward``.
+
+    The gymnasium backend puts it under the vector reward wrappers (`VECTOR_REWARD_WRAPPERS`): the
+    episode returns it reports count the env's own reward, not the normalised or clipped one.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self.last_reward = np.zeros(env.num_envs, dtype=np.float64)
+
+    def step(self, actions: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.last_reward = np.array(reward, dtype=np.float64)  # a copy: the clip wrapper writes in place
+        return obs, reward, terminated, truncated, info
 
 
 def _has_tuple(space: gym.Space) -> bool:
