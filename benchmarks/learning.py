@@ -96,6 +96,19 @@ ROWS: Dict[str, Row] = {
         "mountaincar_sac", "SAC (gSDE)", "MountainCarContinuous-v0", 50_000, 94.679, 1.134, sb3="sac_mountaincar"
     ),
     "lunar_ppo": Row("lunar_ppo", "PPO", "LunarLander-v3", 1_000_000, 242.119, 31.823, sb3="ppo_lunar"),
+    # CleanRL documents ppo_continuous_action.py (the preset's settings) on HalfCheetah-v4 at 1M steps: 1442.64 +-
+    # 46.03 (its training episodes' return at the end, over seeds; the raw reward, counted before the reward
+    # normalisation, as the preset's episode returns are). The preset runs HalfCheetah-v5, gymnasium's current
+    # version of the same task.
+    "mujoco_ppo": Row(
+        "mujoco_ppo",
+        "PPO",
+        "HalfCheetah-v5",
+        1_000_000,
+        1442.64,
+        46.03,
+        source="CleanRL ppo_continuous_action (HalfCheetah-v4)",
+    ),
     # The MinAtar paper's DQN (Young & Tian 2019) on MinAtar Breakout, the preset's settings over the first 200k
     # of its 5M frames (epsilon reaches 0.1 at 100k). No published figure at this budget: the paper gives learning
     # curves over 5M frames only, so the row's bar is random play, 0.435 +- 0.70 (200 episodes, seeds 0-199).
