@@ -121,6 +121,18 @@ ROWS: Dict[str, Row] = {
         0.0,
         source="none at this budget; bar: random play",
     ),
+    # minatar_ppo's 500 iterations (512k env steps). No published PPO figure for MinAtar Breakout at this budget
+    # (the MinAtar paper's curves are DQN and actor-critic over 5M frames), so the bar is random play, as
+    # minatar_dqn's.
+    "minatar_ppo": Row(
+        "minatar_ppo",
+        "PPO (MinAtar paper's CNN)",
+        "MinAtar/Breakout-v1",
+        512_000,
+        0.435,
+        0.0,
+        source="none at this budget; bar: random play",
+    ),
     # No published APPO CartPole budget to match: the row is the bar (solved, 475) at 100k env steps.
     # The learning rate annealed to 0 over the budget (seeds 1-3: 500, 500, 430.9; constant: 235.1, 500, 454.0).
     "cartpole_appo": Row(
