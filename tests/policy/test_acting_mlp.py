@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlightning.policy.algorithms.acting_mlp import fold_tanh, mlp_act
+from rlightning.policy.algorithms.acting_mlp import call_module, fold_tanh, mlp_act
 from rlightning.policy.algorithms.networks import mlp, mlp_forward
 from rlightning.policy.algorithms.ppo import PPOPolicy
 from rlightning.policy.base_policy import PolicyRole
@@ -142,3 +142,15 @@ def test_ppo_seeded_copies_act_identically():
         out_b = b.compute_actions(obs)
         for key in out_a:
             np.testing.assert_array_equal(out_a[key], out_b[key])
+
+
+def test_call_module_is_the_module_call_and_runs_hooks():
+    net = _net()
+    x = torch.randn(4, 4)
+    with torch.no_grad():
+        assert torch.equal(call_module(net, x), net(x))
+    seen = []
+    handle = net.register_forward_hook(lambda mod, inp, out: seen.append("net") or out + 1)
+    with torch.no_grad():
+        assert torch.equal(call_module(net, x), net(x)) and seen == ["net", "net"]
+    handle.remove()

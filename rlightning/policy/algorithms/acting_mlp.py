@@ -19,7 +19,7 @@ parameter) are not seen.
 from __future__ import annotations
 
 import weakref
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +28,7 @@ from torch.nn.modules import module as _module
 
 from rlightning.policy.algorithms.networks import _LAYER_FNS, mlp_forward
 
-__all__ = ["fold_tanh", "mlp_act"]
+__all__ = ["call_module", "fold_tanh", "mlp_act"]
 
 _FOLDED: weakref.WeakKeyDictionary[nn.Module, _Folded] = weakref.WeakKeyDictionary()
 
@@ -119,3 +119,25 @@ def mlp_act(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     for op in ops:
         x = F.linear(x, op[1], op[2]) if op[0] == "linear" else op[1](x)
     return x
+
+
+def call_module(module: nn.Module, *args: Any) -> Any:
+    """``module(*args)``, skipping ``nn.Module``'s call machinery when no hook of any kind is registered.
+
+    The same computation (``forward``) either way; its submodules are called as usual. Per acting step the
+    machinery costs about as much as a small encoder's forward.
+    """
+    if (
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+        or _module._global_forward_hooks
+        or _module._global_forward_pre_hooks
+        or _module._global_backward_hooks
+        or _module._global_backward_pre_hooks
+        or getattr(module, "_compiled_call_impl", None) is not None  # torch.compile'd
+        or torch._C._get_tracing_state()
+    ):
+        return module(*args)
+    return module.forward(*args)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from rlightning.policy.algorithms.acting_mlp import mlp_act
+from rlightning.policy.algorithms.acting_mlp import call_module, mlp_act
 from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
@@ -218,7 +218,7 @@ class PPOPolicy(BasePolicy):
         ``recurrent_c`` for an LSTM) and ``is_init``; called through ``rollout_batch`` (the EnvRets) the state
         carries over per env worker, called directly every call starts from a zero state.
         """
-        x = self.encoder(obs_to_tensor(obs, self.device))
+        x = call_module(self.encoder, obs_to_tensor(obs, self.device))
         recurrent, x_vf = None, x
         if getattr(self, "core", None) is not None:
             x, x_vf, recurrent = self._core_step(x)
