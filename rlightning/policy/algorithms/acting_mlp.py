@@ -40,25 +40,34 @@ class _Folded:
 
     def __init__(self, net: nn.Sequential) -> None:
         self.layers = tuple(net._modules.values())  # the layer objects when folded
-        # (parameter dict, name, tensor, version) of every Linear weight and bias; holding the tensors keeps
-        # them the same objects while this entry lives
+        # Per layer: the layer and its (name, tensor, version) of weight and bias (Linear) or nothing; holding
+        # the tensors keeps them the same objects while this entry lives.
         self.checks = tuple(
-            (layer._parameters, name, layer._parameters[name], layer._parameters[name]._version)
+            (
+                layer,
+                tuple(
+                    (name, t, t._version)
+                    for name, t in layer._parameters.items()
+                    if type(layer) is nn.Linear and t is not None
+                ),
+            )
             for layer in self.layers
-            if type(layer) is nn.Linear
-            for name in ("weight", "bias")
-            if layer._parameters[name] is not None
         )
         self.ops = fold_tanh(self.layers)  # None: nothing to fold, `mlp_forward` as usual
 
-    def current(self, net: nn.Sequential) -> bool:
-        """True while ``net`` holds the same layers and tensors, none written since the fold."""
+    def usable(self, net: nn.Sequential) -> Optional[bool]:
+        """True while ``net`` holds the same layers and tensors, none written since the fold and no layer
+        hooked; False when stale; None when a layer has a forward hook (then the module's own forward runs)."""
         if tuple(net._modules.values()) != self.layers:  # identity first: modules define no __eq__
             return False
-        for params, name, tensor, version in self.checks:
-            now = params[name]
-            if now is not tensor or now._version != version:
-                return False
+        for layer, params in self.checks:
+            if layer._forward_hooks or layer._forward_pre_hooks:
+                return None
+            current = layer._parameters
+            for name, tensor, version in params:
+                now = current[name]
+                if now is not tensor or now._version != version:
+                    return False
         return True
 
 
@@ -104,15 +113,23 @@ def mlp_act(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     Falls back to `mlp_forward` (so to ``net(x)`` where that does) with gradients enabled, off CPU, with
     forward hooks, or for a network with nothing to fold.
     """
-    if torch.is_grad_enabled() or x.device.type != "cpu" or type(net) is not nn.Sequential:
-        return mlp_forward(net, x)
-    if _module._global_forward_hooks or _module._global_forward_pre_hooks or net._forward_hooks:
-        return mlp_forward(net, x)
-    if net._forward_pre_hooks or any(m._forward_hooks or m._forward_pre_hooks for m in net._modules.values()):
+    if (
+        torch.is_grad_enabled()
+        or x.device.type != "cpu"
+        or type(net) is not nn.Sequential
+        or net._forward_hooks
+        or net._forward_pre_hooks
+        or _module._global_forward_hooks
+        or _module._global_forward_pre_hooks
+    ):
         return mlp_forward(net, x)
     entry = _FOLDED.get(net)
-    if entry is None or not entry.current(net):
+    usable = entry.usable(net) if entry is not None else False
+    if usable is False:
         entry = _FOLDED[net] = _Folded(net)
+        usable = entry.usable(net)
+    if not usable:  # a layer's hook: the module's forward
+        return mlp_forward(net, x)
     ops = entry.ops
     if ops is None:
         return mlp_forward(net, x)
