@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlightning.policy.algorithms.acting_mlp import call_module, fold_tanh, mlp_act
+from rlightning.policy.algorithms.acting_mlp import MIN_ROWS, call_module, fold_tanh, mlp_act
 from rlightning.policy.algorithms.networks import mlp, mlp_forward
 from rlightning.policy.algorithms.ppo import PPOPolicy
 from rlightning.policy.base_policy import PolicyRole
@@ -56,6 +56,14 @@ def test_networks_with_nothing_to_fold_give_exactly_mlp_forward():
             assert torch.equal(mlp_act(net, x), mlp_forward(net, x))
 
 
+def test_small_batches_are_the_tanh_network_exactly():
+    net = _net()
+    with torch.no_grad():
+        small, large = torch.randn(MIN_ROWS - 1, 4), torch.randn(MIN_ROWS, 4)
+        assert torch.equal(mlp_act(net, small), mlp_forward(net, small))
+        assert not torch.equal(mlp_act(net, large), mlp_forward(net, large))
+
+
 def test_with_gradients_it_is_the_tanh_network_and_trains():
     net = _net()
     x = torch.randn(8, 4)
@@ -67,7 +75,7 @@ def test_with_gradients_it_is_the_tanh_network_and_trains():
 
 def test_hooks_run_as_the_module_would():
     net = _net()
-    x = torch.randn(5, 4)
+    x = torch.randn(MIN_ROWS, 4)
     seen = []
     handle = net[2].register_forward_hook(lambda mod, inp, out: seen.append("layer") or out * 2)
     with torch.no_grad():
