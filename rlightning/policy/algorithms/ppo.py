@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from rlightning.policy.algorithms.acting_mlp import call_module, mlp_act
 from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_forward
-from rlightning.policy.base_policy import BasePolicy
+from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
 from rlightning.policy.networks.recurrent import RecurrentStreams, build_recurrent_core
@@ -217,16 +218,20 @@ class PPOPolicy(BasePolicy):
         ``recurrent_c`` for an LSTM) and ``is_init``; called through ``rollout_batch`` (the EnvRets) the state
         carries over per env worker, called directly every call starts from a zero state.
         """
-        x = self.encoder(obs_to_tensor(obs, self.device))
+        x = call_module(self.encoder, obs_to_tensor(obs, self.device))
         recurrent, x_vf = None, x
         if getattr(self, "core", None) is not None:
             x, x_vf, recurrent = self._core_step(x)
-        value = mlp_forward(self.critic, x_vf).squeeze(-1)
+        # Eval-role copies (env workers' copies, eval workers) evaluate their tanh networks through sigmoid
+        # (`mlp_act`: the same function up to float rounding, refolded after each weight sync); the learner
+        # acts with the networks it trains (a fused optimizer step writes around the version counter).
+        forward = mlp_act if self.role_type is PolicyRole.EVAL else mlp_forward
+        value = forward(self.critic, x_vf).squeeze(-1)
         if self.kind == "discrete":
             # The categorical distribution by hand: building a torch Categorical per step (argument
             # checks, a second normalisation) cost as much as the two forward passes on CartPole;
             # torch.multinomial (its sample) two to three times the Gumbel-max draw.
-            logp_all = torch.log_softmax(mlp_forward(self.actor, x), dim=-1)
+            logp_all = torch.log_softmax(forward(self.actor, x), dim=-1)
             sample = logp_all.argmax(-1) if deterministic else categorical_draw(logp_all)
             log_prob = logp_all.gather(-1, sample.unsqueeze(-1)).squeeze(-1)
             out = {

@@ -31,6 +31,8 @@ def obs_to_tensor(obs: Any, device: Any = None) -> Any:
     A TensorDict is moved as it is; a dict gives a dict of tensors; a tuple or list (a Tuple space's
     observation) a tuple of tensors; anything else ``torch.as_tensor``.
     """
+    if type(obs) is np.ndarray:  # the common case first (acting is per step): what the last line does
+        return torch.as_tensor(obs, device=device)
     if isinstance(obs, torch.Tensor):
         return obs.to(device) if device is not None else obs
     if hasattr(obs, "batch_size") and hasattr(obs, "to"):  # a TensorDict: one move for every leaf
