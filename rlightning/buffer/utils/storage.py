@@ -226,7 +226,7 @@ class Storage:
             num_envs=num_envs,
             observation_space=meta.observation_space if meta is not None else None,
             spec=self._record_spec,
-            require_env_id=True,
+            require_env_id=env_id is None,  # read above: a string id needs no second look
             name="add_rollout record",
         )
         chunk, valid, raw_done, reward = chunk_from_record(td, self.auto_truncate_episode)
