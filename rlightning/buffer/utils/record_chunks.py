@@ -18,7 +18,7 @@ import torch
 
 from rlightning.buffer.utils.open_episodes import Chunk
 from rlightning.buffer.utils.preprocessors import IdentityPreprocessor, to_numpy
-from rlightning.types.record import NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE, key_tuple
+from rlightning.types.record import NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE, read_leaves
 from rlightning.types.stored_names import stored_name
 
 __all__ = [
@@ -32,20 +32,22 @@ __all__ = [
 ]
 
 
-def chunk_from_record(td: Any, close_on_done: bool) -> Tuple[Chunk, torch.Tensor, torch.Tensor, torch.Tensor]:
+def chunk_from_record(
+    td: Any, close_on_done: bool, leaves: Optional[Dict[Tuple[str, ...], torch.Tensor]] = None
+) -> Tuple[Chunk, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A validated record as a `Chunk` of views ``[N * T, ...]``, with its valid, done and reward ``[N, T]``.
 
     Args:
         td: The record (``[N]`` or ``[N, T]``).
         close_on_done: Done flags close episodes and invalid steps are left out (``auto_truncate_episode``);
             else every step is kept and episodes end only by truncation.
+        leaves: The record's leaves already read (`read_leaves`), or None to read them here.
     """
     bdims = td.batch_dims
     n = td.batch_size[0]
     t = td.batch_size[1] if bdims == 2 else 1
-    leaves = {}
-    for key in td.keys(include_nested=True, leaves_only=True):
-        leaves[key_tuple(key)] = td.get(key)
+    if leaves is None:
+        leaves = read_leaves(td)
     return chunk_from_leaves(leaves, n, t, bdims, close_on_done)
 
 
