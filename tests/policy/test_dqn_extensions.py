@@ -185,11 +185,3 @@ def test_epsilon_follows_the_synced_env_steps():
     assert actor.epsilon == pytest.approx(1.0 - 0.9 * 0.8)
     with pytest.raises(ValueError, match=r"set_env_steps\(env_steps=-1\) needs an int >= 0"):
         learner.set_env_steps(-1)
-
-
-def test_loss_leaves_the_td_error_out_when_asked():
-    policy = linear_dqn()
-    policy.update_dataset(hand_batch())
-    full, short = policy.loss(policy.dataset), policy.loss(policy.dataset, td_error=False)
-    assert "td_error" not in short and set(full) == {"loss", "q", "td_error"}
-    assert torch.equal(full["loss"], short["loss"]) and torch.equal(full["q"], short["q"])

@@ -315,12 +315,11 @@ class DQNPolicy(BasePolicy):
                 next_v = next_q.max(-1).values
             return reward + discount * next_v
 
-    def loss(self, batch: Dict[str, Any], td_error: bool = True) -> Dict[str, torch.Tensor]:
+    def loss(self, batch: Dict[str, Any]) -> Dict[str, torch.Tensor]:
         """The weighted TD loss of one minibatch: ``loss``, ``q`` (taken actions), ``td_error``.
 
         ``batch`` may carry its ``target`` (the TD targets) or ``next_q_target`` (the target network's
         Q of ``next_obs``), computed ahead for the whole train phase; otherwise they are computed here.
-        ``td_error=False``: leave ``td_error`` out (a uniform sampler's update has no use for it).
         """
         target = batch.get("target")
         if target is None:
@@ -335,10 +334,7 @@ class DQNPolicy(BasePolicy):
             weight = weight ** (self.priority_beta / self.config.priority_beta_start)
             weight = weight / weight.max()
             per_row = per_row * weight
-        out = {"loss": per_row.mean(), "q": q}
-        if td_error:
-            out["td_error"] = (target - q).detach()
-        return out
+        return {"loss": per_row.mean(), "q": q, "td_error": (target - q).detach()}
 
     def _update_target(self, tau: float) -> None:
         pairs = [(self.q, self.modules["q_target"])]
@@ -418,7 +414,7 @@ class DQNPolicy(BasePolicy):
             else:
                 batch = {k: (None if v is None else v[idx]) for k, v in ds.items()}
                 batch.update({k: v[idx] for k, v in ahead.items()})
-            out = self.loss(batch, td_error=prioritized)
+            out = self.loss(batch)
             self.apply_gradients(out["loss"], optimizer, params, cfg.optim.max_grad_norm, return_norm=False)
             if not hard_updates:
                 self._update_target(cfg.tau)
