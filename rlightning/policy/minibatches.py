@@ -22,10 +22,18 @@ import torch
 __all__ = ["dataset_rows", "mean_metrics", "slice_rows", "train_minibatches"]
 
 
-def _is_tensordict(value: Any) -> bool:
-    from tensordict import TensorDictBase  # here, not at import: acting copies never need it
+_TD_BASE: Any = None
 
-    return isinstance(value, TensorDictBase)
+
+def _is_tensordict(value: Any) -> bool:
+    global _TD_BASE
+    if type(value) is dict:  # the usual dataset: no ABC check
+        return False
+    if _TD_BASE is None:
+        from tensordict import TensorDictBase  # here, not at import: acting copies never need it
+
+        _TD_BASE = TensorDictBase
+    return isinstance(value, _TD_BASE)
 
 
 def dataset_rows(dataset: Any) -> int:

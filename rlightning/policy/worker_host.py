@@ -217,7 +217,12 @@ class PolicyWorkerHost:
         params = (
             list(parameters) if parameters is not None else [p for g in optimizer.param_groups for p in g["params"]]
         )
-        optimizer.zero_grad(set_to_none=True)
+        if type(optimizer).zero_grad is torch.optim.Optimizer.zero_grad:
+            for group in optimizer.param_groups:  # zero_grad(set_to_none=True) without its profiler record
+                for p in group["params"]:
+                    p.grad = None
+        else:
+            optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.allreduce_gradients(params)
         grads = [p for p in params if p.grad is not None]

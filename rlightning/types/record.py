@@ -157,6 +157,11 @@ def record_env_id(td: Any) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
+def read_leaves(td: Any) -> Dict[Tuple[str, ...], Any]:
+    """A TensorDict record's leaves as ``{key tuple: value}`` (non-tensor data such as ``env_id`` left out)."""
+    return {key_tuple(k): td.get(k) for k in td.keys(include_nested=True, leaves_only=True)}
+
+
 def validate_record(
     td: Any,
     *,
@@ -166,6 +171,7 @@ def validate_record(
     require: Sequence[Any] = RECORD_KEYS,
     require_env_id: bool = False,
     name: str = "record",
+    leaves: Optional[Dict[Tuple[str, ...], Any]] = None,
 ) -> Spec:
     """Check a rollout record before anything of it is stored.
 
@@ -178,6 +184,7 @@ def validate_record(
         require: Keys that must be present.
         require_env_id: The record must carry ``env_id`` as a string.
         name: What to call the record in messages (e.g. the argument's name).
+        leaves: The record's leaves already read (`read_leaves` of ``td``), so that they are read once.
 
     Returns:
         The record's spec: ``{key: (per-row shape, dtype)}`` of every tensor leaf.
@@ -206,7 +213,9 @@ def validate_record(
         raise ValueError(f"{name} has {batch[0]} rows (batch_size {list(batch)}), expected num_envs={num_envs}")
     if require_env_id and record_env_id(td) is None:
         raise TypeError(f"{name} needs the env worker's id as a string: record.set_non_tensor('env_id', '<env id>')")
-    present = {key_tuple(k) for k in td.keys(include_nested=True, leaves_only=True)}
+    if leaves is None:
+        leaves = read_leaves(td)
+    present = set(leaves)
     multi = is_multi_agent_record(td)  # agents.<id>.* (rlightning.types.multi_agent_record)
     if multi and require is RECORD_KEYS:
         require = MULTI_AGENT_RECORD_KEYS
@@ -219,7 +228,7 @@ def validate_record(
             )
     out: Spec = {}
     for key in sorted(present):
-        value = td.get(key)
+        value = leaves[key]
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{name} key {_name(key)!r} must be a tensor, got {type(value).__name__}")
         if value.is_complex():

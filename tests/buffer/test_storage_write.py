@@ -134,6 +134,23 @@ def test_nan_guard_on_records(caplog):
     assert "dropping those sub-environments' episodes" in caplog.text
 
 
+def test_finite_values_whose_sum_overflows_are_stored_and_invalid_steps_are_not_checked():
+    env = FakeVecEnv(num_envs=2, lengths=[3, 3])
+    (big,) = _chunks(_records(env, 8), 8)
+    big["obs"][:, 1, 0] = 3e38  # finite, but the chunk's sum is inf: the finite check looks per value
+    big["next", "obs"][:, 0, 0] = 3e38
+    st = _storage(FakeVecEnv(num_envs=2, lengths=[3, 3]))
+    st.add_rollout(big)
+    assert (st.get_data()["obs"][:, 0] == 3e38).sum() == 2
+    (skipped,) = _chunks(_records(FakeVecEnv(num_envs=2, lengths=[3, 3]), 8), 8)
+    invalid = ~skipped["valid"]
+    assert invalid.any()
+    skipped["obs"][invalid] = float("nan")  # autoreset steps are never stored: their values are not checked
+    other = _storage(FakeVecEnv(num_envs=2, lengths=[3, 3]))
+    other.add_rollout(skipped)
+    assert len(other) > 0 and torch.isfinite(other.get_data()["obs"]).all()
+
+
 def test_record_errors_name_the_key_and_store_nothing():
     env = FakeVecEnv(num_envs=2, lengths=[3, 3])
     st = _storage(env)

@@ -148,3 +148,24 @@ def test_apply_gradients_without_the_norm_makes_the_same_step():
             assert out > 0
     for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
         assert ka == kb and torch.equal(va, vb)
+
+
+def test_apply_gradients_clears_every_gradient_and_calls_an_overridden_zero_grad():
+    policy = make_ppo()
+    x = torch.randn(16, DISCRETE_META.observation_space.shape[0], generator=torch.Generator().manual_seed(1))
+    opt = policy.optimizers["main"]
+    actor = list(policy.modules["actor"].parameters())
+    for p in actor:  # a stale gradient of a parameter the loss does not reach: cleared, as zero_grad(set_to_none)
+        p.grad = torch.ones_like(p)
+    policy.apply_gradients(policy.modules["critic"](x).pow(2).mean(), opt, policy.modules["critic"].parameters())
+    assert all(p.grad is None for p in actor)
+    calls = []
+
+    class Counting(torch.optim.SGD):
+        def zero_grad(self, set_to_none: bool = True) -> None:
+            calls.append(set_to_none)
+            super().zero_grad(set_to_none)
+
+    sgd = Counting(policy.modules["critic"].parameters(), lr=0.1)
+    policy.apply_gradients(policy.modules["critic"](x).pow(2).mean(), sgd, policy.modules["critic"].parameters())
+    assert calls == [True]

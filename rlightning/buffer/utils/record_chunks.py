@@ -10,6 +10,7 @@ that end at that step.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -17,7 +18,7 @@ import torch
 
 from rlightning.buffer.utils.open_episodes import Chunk
 from rlightning.buffer.utils.preprocessors import IdentityPreprocessor, to_numpy
-from rlightning.types.record import NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE, key_tuple
+from rlightning.types.record import NEXT_DONE, NEXT_REWARD, NEXT_VALUE, VALID, VALUE, read_leaves
 from rlightning.types.stored_names import stored_name
 
 __all__ = [
@@ -31,20 +32,22 @@ __all__ = [
 ]
 
 
-def chunk_from_record(td: Any, close_on_done: bool) -> Tuple[Chunk, torch.Tensor, torch.Tensor, torch.Tensor]:
+def chunk_from_record(
+    td: Any, close_on_done: bool, leaves: Optional[Dict[Tuple[str, ...], torch.Tensor]] = None
+) -> Tuple[Chunk, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A validated record as a `Chunk` of views ``[N * T, ...]``, with its valid, done and reward ``[N, T]``.
 
     Args:
         td: The record (``[N]`` or ``[N, T]``).
         close_on_done: Done flags close episodes and invalid steps are left out (``auto_truncate_episode``);
             else every step is kept and episodes end only by truncation.
+        leaves: The record's leaves already read (`read_leaves`), or None to read them here.
     """
     bdims = td.batch_dims
     n = td.batch_size[0]
     t = td.batch_size[1] if bdims == 2 else 1
-    leaves = {}
-    for key in td.keys(include_nested=True, leaves_only=True):
-        leaves[key_tuple(key)] = td.get(key)
+    if leaves is None:
+        leaves = read_leaves(td)
     return chunk_from_leaves(leaves, n, t, bdims, close_on_done)
 
 
@@ -155,7 +158,10 @@ def nonfinite_steps(chunk: Chunk, keys=("obs", "next_obs", "reward")) -> Tuple[O
     for key in keys:
         if key not in chunk.data or not chunk.data[key].is_floating_point():
             continue
-        finite = torch.isfinite(chunk.logical(key)).reshape(chunk.n, chunk.t, -1).all(2)
+        x = chunk.logical(key)
+        if math.isfinite(float(x.sum())):  # a finite sum: every value is finite (one op, the usual case)
+            continue
+        finite = torch.isfinite(x).reshape(chunk.n, chunk.t, -1).all(2)
         rows = ~finite & chunk.kept
         if bool(rows.any()):
             where.append(f"{key!r} at rows {rows.any(1).nonzero().squeeze(1).tolist()}")

@@ -46,7 +46,7 @@ from rlightning.buffer.utils.utils import (
     default_preprocess_fn,
 )
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse
-from rlightning.types.record import Spec, record_env_id, validate_record
+from rlightning.types.record import Spec, read_leaves, record_env_id, validate_record
 from rlightning.utils.logger import get_logger
 
 __all__ = ["Storage", "StorageFullError"]
@@ -221,15 +221,17 @@ class Storage:
         meta = self.checks.metas.get(env_id) if env_id is not None else None
         state = self.writer.open.get(env_id) if env_id is not None else None
         num_envs = state.n if state is not None else (meta.num_envs if meta is not None else None)
+        leaves = read_leaves(td) if isinstance(td, TensorDict) else None  # read once, for both steps below
         spec = validate_record(
             td,
             num_envs=num_envs,
             observation_space=meta.observation_space if meta is not None else None,
             spec=self._record_spec,
-            require_env_id=True,
+            require_env_id=env_id is None,  # read above: a string id needs no second look
             name="add_rollout record",
+            leaves=leaves,
         )
-        chunk, valid, raw_done, reward = chunk_from_record(td, self.auto_truncate_episode)
+        chunk, valid, raw_done, reward = chunk_from_record(td, self.auto_truncate_episode, leaves)
         procs = (self.obs_preprocessor, self.reward_preprocessor)
         states = [(p, p.state_dict()) for p in procs if p is not None and _stateful(p)]
         try:
