@@ -560,6 +560,11 @@ class BasePolicy:
     def load_extra_checkpoint_state(self, extra: Dict[str, Any]) -> None:
         """Restore what `extra_checkpoint_state` returned."""
 
+    def upgrade_checkpoint_state(self, state: Dict[str, Any]) -> Dict[str, Any]:
+        """A checkpoint dict as this version lays it out (a policy whose modules changed maps older layouts
+        here); default: unchanged. Called before a checkpoint is checked and loaded."""
+        return state
+
     def checkpoint_state(self) -> Dict[str, Any]:
         """Everything needed to resume: module and optimizer states (on CPU), counters, config."""
         return self.host.checkpoint_state()

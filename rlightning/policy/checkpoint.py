@@ -60,6 +60,7 @@ def load_checkpoint_state(policy: BasePolicy, state: Dict[str, Any]) -> Dict[str
     """
     if not isinstance(state, dict) or "modules" not in state or "format" not in state:
         raise ValueError("not an rlightning policy checkpoint: expected a dict with 'format' and 'modules'")
+    state = policy.upgrade_checkpoint_state(state)
     own_modules, optimizers = policy.modules, policy.optimizers
     if not own_modules:
         raise RuntimeError(f"{type(policy).__name__}: load a checkpoint after construct_network(env_meta)")

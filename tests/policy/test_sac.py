@@ -56,7 +56,7 @@ def test_actions_stay_in_the_box_and_deterministic_is_repeatable():
 
 def test_eval_worker_builds_only_what_acting_needs_and_loads_train_weights():
     train, evaluator = make(), make(role=PolicyRole.EVAL)
-    assert set(train.modules) == {"encoder", "actor", "qf1", "qf2", "qf1_target", "qf2_target", "log_alpha"}
+    assert set(train.modules) == {"encoder", "actor", "qf", "qf_target", "log_alpha"}
     assert set(evaluator.modules) == {"encoder", "actor"}
     evaluator.load_state_dict(train.get_weights(), weight_version=1)
     assert evaluator.weights_checksum() == train.weights_checksum()
@@ -74,12 +74,12 @@ def test_update_dataset_checks_keys():
 
 def test_train_is_one_update_with_target_averaging():
     policy = make(policy_frequency=1, tau=0.5)
-    target_before = [p.clone() for p in policy.modules["qf1_target"].parameters()]
+    target_before = [p.clone() for p in policy.modules["qf_target"].parameters()]
     policy.update_dataset(offpolicy_dataset())
     metrics = policy.train()
     assert {"q_loss", "actor_loss", "alpha", "alpha_loss", "q_value"} <= set(metrics)
     assert policy.update_count == 1
-    moved = [not torch.equal(a, b) for a, b in zip(target_before, policy.modules["qf1_target"].parameters())]
+    moved = [not torch.equal(a, b) for a, b in zip(target_before, policy.modules["qf_target"].parameters())]
     assert any(moved)
     assert metrics["alpha"] != pytest.approx(0.2, abs=1e-9)
 
@@ -117,8 +117,8 @@ def test_sac_learns_a_one_step_bandit():
     assert float(np.mean((act - test_obs) ** 2)) < 0.03
 
 
-def test_fused_optimizer_builds_fused_adams_that_learn_as_the_default_ones():
-    plain, fused = make(), make(fused_optimizer=True)
+def test_fused_optimizer_builds_fused_adams_that_learn_as_the_unfused_ones():
+    plain, fused = make(fused_optimizer=False), make()  # fused is the default
     assert all(not o.defaults.get("fused") for o in plain.optimizers.values())
     assert set(fused.optimizers) == {"actor", "critic", "alpha"}
     assert all(o.defaults["fused"] for o in fused.optimizers.values())

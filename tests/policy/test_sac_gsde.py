@@ -160,7 +160,7 @@ def test_acting_copy_uses_the_same_rule_and_the_synced_std():
     with torch.no_grad():
         train.actor.noise.log_std.add_(0.25)
     copy = EvalCopyFactory(SACPolicy, train.config, CONTINUOUS_META, seed=3)(0)
-    assert isinstance(copy.actor, GSDEActor) and "qf1" not in copy.modules
+    assert isinstance(copy.actor, GSDEActor) and "qf" not in copy.modules
     copy.load_state_dict(train.get_weights(), weight_version=1)
     torch.testing.assert_close(copy.actor.noise.log_std, train.actor.noise.log_std)
     obs = np.random.default_rng(2).standard_normal((3, 3)).astype(np.float32)

@@ -32,6 +32,13 @@ def _set_linear(module, weight, bias):
         layer.bias.copy_(torch.tensor(bias))
 
 
+def _set_twin(module, weights, biases):
+    """Set a one-layer `TwinQNetwork`: critic c computes ``weights[c] @ [s, a] + biases[c]`` (nn.Linear layout)."""
+    with torch.no_grad():
+        module.weight0.copy_(torch.tensor(weights).transpose(1, 2))
+        module.bias0.copy_(torch.tensor(biases).reshape(2, 1, 1))
+
+
 def test_registered_and_rejects_discrete_actions():
     assert POLICIES.get("td3") is TD3Policy
     with pytest.raises(ValueError, match=r"policy 'td3' needs a continuous \(Box\) action space"):
@@ -43,10 +50,8 @@ def test_critic_target_and_losses_by_hand():
     # Q1(s, a) = a, Q2(s, a) = 0. No smoothing noise.
     policy = make(META1, hidden_sizes=[], gamma=0.5, target_policy_noise=0.0)
     _set_linear(policy.modules["actor_target"], [[1.0]], [0.0])
-    _set_linear(policy.modules["qf1_target"], [[1.0, 1.0]], [0.0])
-    _set_linear(policy.modules["qf2_target"], [[2.0, 1.0]], [0.0])
-    _set_linear(policy.modules["qf1"], [[0.0, 1.0]], [0.0])
-    _set_linear(policy.modules["qf2"], [[0.0, 0.0]], [0.0])
+    _set_twin(policy.modules["qf_target"], [[[1.0, 1.0]], [[2.0, 1.0]]], [0.0, 0.0])
+    _set_twin(policy.modules["qf"], [[[0.0, 1.0]], [[0.0, 0.0]]], [0.0, 0.0])
     next_obs = torch.tensor([[1.0], [-1.0]])
     a_next = 2 * torch.tanh(next_obs).squeeze(1)
     # row 0: min(1 + a', 2 + a') = 1 + a'; row 1: min(-1 + a', -2 + a') = -2 + a', terminal -> no bootstrap
@@ -70,10 +75,9 @@ def test_critic_target_and_losses_by_hand():
 
 
 def test_smoothing_noise_stays_clipped_inside_the_box():
-    policy = make(META1, gamma=1.0, target_policy_noise=10.0, target_noise_clip=0.5)
+    policy = make(META1, hidden_sizes=[], gamma=1.0, target_policy_noise=10.0, target_noise_clip=0.5)
     # With Q' = a (weights on the action only), the target minus reward is the smoothed action.
-    for name in ("qf1_target", "qf2_target"):
-        _q_is_the_action(policy.modules[name])
+    _set_twin(policy.modules["qf_target"], [[[0.0, 1.0]], [[0.0, 1.0]]], [0.0, 0.0])
     next_obs = torch.zeros(2000, 1)
     base = policy.modules["actor_target"](next_obs)
     smoothed = policy.critic_target(torch.zeros(2000), torch.zeros(2000), next_obs)
@@ -83,31 +87,23 @@ def test_smoothing_noise_stays_clipped_inside_the_box():
     assert float(smoothed.abs().max()) <= 2.0 + 1e-5
 
 
-def _q_is_the_action(q):
-    """Make a QNetwork compute Q(s, a) = a (one linear map over [s, a])."""
-    q.net = torch.nn.Sequential(torch.nn.Linear(2, 1))
-    with torch.no_grad():
-        q.net[0].weight.copy_(torch.tensor([[0.0, 1.0]]))
-        q.net[0].bias.zero_()
-
-
 def test_delayed_actor_and_target_updates():
     policy = make(policy_delay=2)
     actor_before = [p.clone() for p in policy.actor.parameters()]
-    target_before = [p.clone() for p in policy.modules["qf1_target"].parameters()]
+    target_before = [p.clone() for p in policy.modules["qf_target"].parameters()]
     policy.update_dataset(offpolicy_dataset(obs_dim=3, act_dim=2))
     policy.train()
     assert all(torch.equal(a, b) for a, b in zip(actor_before, policy.actor.parameters()))
-    assert all(torch.equal(a, b) for a, b in zip(target_before, policy.modules["qf1_target"].parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(target_before, policy.modules["qf_target"].parameters()))
     metrics = policy.train()
     assert set(metrics) == {"q_loss", "q_value", "actor_loss"}
     assert any(not torch.equal(a, b) for a, b in zip(actor_before, policy.actor.parameters()))
-    assert any(not torch.equal(a, b) for a, b in zip(target_before, policy.modules["qf1_target"].parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(target_before, policy.modules["qf_target"].parameters()))
 
 
 def test_acting_uniform_then_noisy_then_deterministic():
     policy = make(role=PolicyRole.EVAL, uniform_steps=100, exploration_noise=0.1)
-    assert "qf1" not in policy.modules
+    assert "qf" not in policy.modules
     first = policy.rollout_step(env_ret("ToyC-0", num_envs=100, obs_dim=3)).action
     assert first.shape == (100, 2) and float(first.std()) > 0.5  # uniform over [-2, 2]
     obs = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
@@ -118,8 +114,8 @@ def test_acting_uniform_then_noisy_then_deterministic():
     np.testing.assert_array_equal(policy.compute_actions(obs, deterministic=True)["action"], greedy)
 
 
-def test_fused_optimizer_builds_fused_adams_that_learn_as_the_default_ones():
-    plain, fused = make(), make(fused_optimizer=True)
+def test_fused_optimizer_builds_fused_adams_that_learn_as_the_unfused_ones():
+    plain, fused = make(fused_optimizer=False), make()  # fused is the default
     assert all(o.defaults["fused"] for o in fused.optimizers.values()) and len(fused.optimizers) == 2
     assert all(not o.defaults.get("fused") for o in plain.optimizers.values())
     for policy in (plain, fused):

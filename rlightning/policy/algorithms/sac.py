@@ -32,9 +32,11 @@ from rlightning.policy.algorithms.twin_critic import (
     build_twin_critics,
     critic_parameters,
     min_target_q,
+    polyak_pairs,
     polyak_update,
     replay_dataset,
     twin_critic_loss,
+    upgrade_twin_critic_checkpoint,
 )
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, obs_to_tensor
@@ -77,10 +79,11 @@ class SACConfig(PolicyConfig):
     """gSDE: the noise's gradients reach the actor's latent features (False: detached, as in the paper)."""
     sde_mean_bound: float = Field(2.0, ge=0)
     """gSDE: the pre-squash mean is clipped to [-sde_mean_bound, sde_mean_bound] (0: not clipped)."""
-    fused_optimizer: bool = False
+    fused_optimizer: bool = True
     """Adam/AdamW through torch's fused kernel (one kernel per step instead of a loop of small ops per
     parameter tensor, which torch's default runs on CPU): the same update up to float rounding, so a seeded
-    run differs in its last bits from one without it. Other optimizers are unaffected."""
+    run differs in its last bits from one without it. False: torch's default implementation. Other
+    optimizers are unaffected."""
 
     @field_validator("sde_sample_freq")
     @classmethod
@@ -210,12 +213,20 @@ class SACPolicy(BasePolicy):
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Actor, critic (``q_lr``) and temperature optimizers (fused Adam/AdamW with ``fused_optimizer``)."""
         q_lr, fused = self.config.q_lr or optim_cfg.lr, self.config.fused_optimizer
-        self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters(), fused=fused))
-        critic = critic_parameters(self.modules, self.encoder)
-        self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=q_lr, fused=fused))
+        # The parameter lists every update steps, read once (walking the modules per update costs more than
+        # a small network's optimizer step).
+        self._actor_params = list(self.actor.parameters())
+        self._critic_params = critic_parameters(self.modules, self.encoder)
+        self._polyak = polyak_pairs(self.modules, ("qf",))
+        self.register_optimizer("actor", build_optimizer(optim_cfg, self._actor_params, fused=fused))
+        self.register_optimizer("critic", build_optimizer(optim_cfg, self._critic_params, lr=q_lr, fused=fused))
         if self.config.autotune_alpha:
-            alpha_params = self.log_alpha.parameters()
+            alpha_params = [self.log_alpha.value]
             self.register_optimizer("alpha", build_optimizer(optim_cfg, alpha_params, lr=q_lr, fused=fused))
+
+    def upgrade_checkpoint_state(self, state: Dict[str, Any]) -> Dict[str, Any]:
+        """A checkpoint written with separate critics (``qf1``, ``qf2``) in the batched layout (``qf``)."""
+        return upgrade_twin_critic_checkpoint(state, "sac")
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
@@ -251,27 +262,26 @@ class SACPolicy(BasePolicy):
             raise RuntimeError("sac.train() called before update_dataset(data)")
         if "critic" not in self._optimizers:
             raise RuntimeError("sac.train() needs setup_optimizer(optim_cfg) first (train workers only)")
-        cfg, ds = self.config, self.dataset
+        cfg, ds, modules = self.config, self.dataset, self._modules
         alpha = self.alpha
         with torch.no_grad():
             next_x = self.encoder(ds["next_obs"])
             next_action, next_logp = self.actor(next_x)
-            next_q = min_target_q(self.modules, next_x, next_action)
+            next_q = min_target_q(modules, next_x, next_action)
             target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - alpha * next_logp)
         x = self.encoder(ds["obs"])  # a trainable encoder (a CNN) learns from the critic loss only
-        q_loss, q1 = twin_critic_loss(self.modules, x, ds["action"], target)
-        critic_params = critic_parameters(self.modules, self.encoder)
+        q_loss, q1 = twin_critic_loss(modules, x, ds["action"], target)
         self.apply_gradients(
-            q_loss, self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm, return_norm=False
+            q_loss, self._optimizers["critic"], self._critic_params, cfg.optim.max_grad_norm, return_norm=False
         )
         self.update_count += 1
-        metrics = {"q_loss": q_loss.item(), "q_value": float(q1.mean().detach())}
+        metrics = {"q_loss": q_loss.item(), "q_value": q1.detach().mean().item()}
         if self.update_count % cfg.policy_frequency == 0:
             for _ in range(cfg.policy_frequency):
                 metrics.update(self._actor_update(x.detach()))
         else:
             metrics.update({k: self._last_metrics.get(k, 0.0) for k in ("actor_loss", "alpha_loss")})
-        polyak_update(self.modules, ("qf1", "qf2"), cfg.tau)
+        polyak_update(self._polyak, cfg.tau)
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
         self.train_calls += 1
@@ -282,14 +292,17 @@ class SACPolicy(BasePolicy):
     def _actor_update(self, x: torch.Tensor) -> Dict[str, float]:
         cfg = self.config
         action, logp = self.actor(x)
-        q = torch.min(self.modules["qf1"](x, action), self.modules["qf2"](x, action))
+        # The critics' weights detached: the actor's gradient flows through them to the action, and the
+        # weight gradients the critics would get (never used: the critic step clears them) are not computed.
+        q = self._modules["qf"](x, action, detach_params=True).amin(0)
         actor_loss = (self.alpha * logp - q).mean()
         self.apply_gradients(
-            actor_loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm, return_norm=False
+            actor_loss, self._optimizers["actor"], self._actor_params, cfg.optim.max_grad_norm, return_norm=False
         )
         alpha_loss = 0.0
         if cfg.autotune_alpha:
-            loss = -(self.log_alpha.value.exp() * (logp.detach() + self.target_entropy)).mean()
-            self.apply_gradients(loss, self._optimizers["alpha"], self.log_alpha.parameters(), return_norm=False)
+            log_alpha = self.log_alpha.value
+            loss = -(log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+            self.apply_gradients(loss, self._optimizers["alpha"], [log_alpha], return_norm=False)
             alpha_loss = loss.item()
         return {"actor_loss": actor_loss.item(), "alpha_loss": alpha_loss}

@@ -28,9 +28,11 @@ from rlightning.policy.algorithms.twin_critic import (
     build_twin_critics,
     critic_parameters,
     min_target_q,
+    polyak_pairs,
     polyak_update,
     replay_dataset,
     twin_critic_loss,
+    upgrade_twin_critic_checkpoint,
 )
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import batch_len, build_encoder, obs_to_tensor
@@ -57,10 +59,11 @@ class TD3Config(PolicyConfig):
     """Std of the acting noise, as a fraction of the action half-range."""
     uniform_steps: int = Field(0, ge=0)
     """Env steps at the start acting uniformly over the Box."""
-    fused_optimizer: bool = False
+    fused_optimizer: bool = True
     """Adam/AdamW through torch's fused kernel (one kernel per step instead of a loop of small ops per
     parameter tensor, which torch's default runs on CPU): the same update up to float rounding, so a seeded
-    run differs in its last bits from one without it. Other optimizers are unaffected."""
+    run differs in its last bits from one without it. False: torch's default implementation. Other
+    optimizers are unaffected."""
 
 
 class DeterministicActor(nn.Module):
@@ -131,9 +134,17 @@ class TD3Policy(BasePolicy):
     def setup_optimizer(self, optim_cfg: Any) -> None:
         """Actor and critic optimizers (``q_lr`` for the critics; fused Adam/AdamW with ``fused_optimizer``)."""
         fused = self.config.fused_optimizer
-        self.register_optimizer("actor", build_optimizer(optim_cfg, self.actor.parameters(), fused=fused))
-        critic = critic_parameters(self.modules, self.encoder)
-        self.register_optimizer("critic", build_optimizer(optim_cfg, critic, lr=self.config.q_lr, fused=fused))
+        # The parameter lists every update steps, read once (walking the modules per update is not free).
+        self._actor_params = list(self.actor.parameters())
+        self._critic_params = critic_parameters(self.modules, self.encoder)
+        self._polyak = polyak_pairs(self.modules, ("actor", "qf"))
+        self.register_optimizer("actor", build_optimizer(optim_cfg, self._actor_params, fused=fused))
+        lr = self.config.q_lr
+        self.register_optimizer("critic", build_optimizer(optim_cfg, self._critic_params, lr=lr, fused=fused))
+
+    def upgrade_checkpoint_state(self, state: Dict[str, Any]) -> Dict[str, Any]:
+        """A checkpoint written with separate critics (``qf1``, ``qf2``) in the batched layout (``qf``)."""
+        return upgrade_twin_critic_checkpoint(state, "td3")
 
     def set_env_steps(self, env_steps: int) -> None:
         """Record the run's env steps; acting workers receive them with the next weight sync."""
@@ -173,7 +184,7 @@ class TD3Policy(BasePolicy):
         cfg = self.config
         with torch.no_grad():
             next_x = self.encoder(next_obs)
-            next_action = self.modules["actor_target"](next_x)
+            next_action = self._modules["actor_target"](next_x)
             scale = self.actor.scale
             if cfg.target_policy_noise > 0:
                 noise = torch.randn_like(next_action) * cfg.target_policy_noise * scale
@@ -183,22 +194,25 @@ class TD3Policy(BasePolicy):
                 next_action = next_action + noise
             low, high = self.actor.bias - scale, self.actor.bias + scale
             next_action = torch.maximum(torch.minimum(next_action, high), low)
-            next_q = min_target_q(self.modules, next_x, next_action)
+            next_q = min_target_q(self._modules, next_x, next_action)
             return reward + cfg.gamma * (1.0 - terminated) * next_q
 
     def critic_loss(self, ds: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """MSE of both critics against `critic_target`: ``loss``, ``q1``."""
         target = self.critic_target(ds["reward"], ds["terminated"], ds["next_obs"])
-        loss, q1 = twin_critic_loss(self.modules, self.encoder(ds["obs"]), ds["action"], target)
+        loss, q1 = twin_critic_loss(self._modules, self.encoder(ds["obs"]), ds["action"], target)
         return {"loss": loss, "q1": q1}
 
     def actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
         """``-mean Q_1(s, pi(s))``."""
         x = self.encoder(obs).detach()  # the encoder learns from the critic loss only
-        return -self.modules["qf1"](x, self.actor(x)).mean()
+        # The first critic only, its weights detached: the gradient reaches the action, not the critic's
+        # weights (whose gradients the critic step would clear unused).
+        q1 = self._modules["qf"](x, self.actor(x), detach_params=True, critics=slice(0, 1))
+        return -q1.mean()
 
     def _soft_update(self) -> None:
-        polyak_update(self.modules, ("actor", "qf1", "qf2"), self.config.tau)
+        polyak_update(self._polyak, self.config.tau)
 
     def train(self) -> Dict[str, float]:
         """One critic update; every ``policy_delay`` updates also the actor and the targets.
@@ -212,16 +226,15 @@ class TD3Policy(BasePolicy):
             raise RuntimeError("td3.train() needs setup_optimizer(optim_cfg) first (train workers only)")
         cfg, ds = self.config, self.dataset
         out = self.critic_loss(ds)
-        critic_params = critic_parameters(self.modules, self.encoder)
         self.apply_gradients(
-            out["loss"], self._optimizers["critic"], critic_params, cfg.optim.max_grad_norm, return_norm=False
+            out["loss"], self._optimizers["critic"], self._critic_params, cfg.optim.max_grad_norm, return_norm=False
         )
         self.update_count += 1
-        metrics = {"q_loss": out["loss"].item(), "q_value": float(out["q1"].detach().mean())}
+        metrics = {"q_loss": out["loss"].item(), "q_value": out["q1"].detach().mean().item()}
         if self.update_count % cfg.policy_delay == 0:
             loss = self.actor_loss(ds["obs"])
             self.apply_gradients(
-                loss, self._optimizers["actor"], self.actor.parameters(), cfg.optim.max_grad_norm, return_norm=False
+                loss, self._optimizers["actor"], self._actor_params, cfg.optim.max_grad_norm, return_norm=False
             )
             self._soft_update()
             metrics["actor_loss"] = loss.item()
