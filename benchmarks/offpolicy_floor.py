@@ -25,7 +25,8 @@ What each floor does per iteration (the preset's settings):
   forwards (gSDE: the exploration matrix drawn once per collection phase); per update the target (next actions
   with their log-probabilities, twin target critics), the twin critic MSE and its Adam step, the actor (and
   alpha) steps every ``policy_frequency`` updates (that many of them, as the preset's SAC does), the Polyak
-  averaging of the critics; gSDE draws one exploration matrix per training row.
+  averaging of the critics; gSDE draws each training row's noise from its state's distribution
+  (``sqrt(var(s)) * N(0, 1)``, as the preset's SAC does).
 - ``td3`` (pendulum_td3): acting with Gaussian noise; per update the smoothed target, the twin critic step,
   and every ``policy_delay`` updates the actor step and the Polyak averaging of actor and critics.
 
@@ -227,18 +228,14 @@ class SACFloor:
         self.env_steps, self.updates = 0, 0
 
     def policy(self, obs: torch.Tensor, w: Any = None):
-        """(action in the Box, log-probability); gSDE: ``w`` the exploration matrix, None: one per row."""
+        """(action in the Box, log-probability); gSDE: ``w`` the exploration matrix, None: each row's own draw."""
         if self.p.use_sde:
             latent = self.latent(obs)
             mean = self.mu(latent).clamp(-self.p.sde_mean_bound, self.p.sde_mean_bound)
             std = self.log_std.exp()
             theta = latent.detach()
-            if w is None:
-                w = std * torch.randn(len(obs), *std.shape)
-                u = mean + torch.bmm(theta.unsqueeze(1), w).squeeze(1)
-            else:
-                u = mean + theta @ w
             var = (theta**2) @ (std**2) + 1e-6
+            u = mean + (var.sqrt() * torch.randn_like(mean) if w is None else theta @ w)
             gauss = -0.5 * (u - mean) ** 2 / var - 0.5 * torch.log(var) - 0.5 * math.log(2 * math.pi)
             y = torch.tanh(u)
             logp = (gauss - torch.log(self.scale * (1 - y**2) + 1e-6)).sum(-1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
+import numpy as np
 import torch
 
 from rlightning.types.record import RecordKeyError
@@ -56,10 +57,22 @@ def _backward(delta: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
             acc = d[t] + c[t] * acc
             res[t] = acc
         return torch.tensor(res, dtype=delta.dtype).reshape(delta.shape)
-    acc = torch.zeros(delta.shape[:-1], dtype=delta.dtype)
-    for t in range(steps - 1, -1, -1):
-        acc = delta[..., t] + coef[..., t] * acc
-        out[..., t] = acc
+    if delta.device.type != "cpu":
+        acc = torch.zeros(delta.shape[:-1], dtype=delta.dtype, device=delta.device)
+        for t in range(steps - 1, -1, -1):
+            acc = delta[..., t] + coef[..., t] * acc
+            out[..., t] = acc
+        return out
+    # Many sequences on the CPU: the loop runs over time on contiguous [T, rest] numpy rows (a numpy op on a few
+    # hundred floats costs a fraction of a torch op's dispatch), then goes back to the caller's layout.
+    d = np.ascontiguousarray(np.moveaxis(delta.detach().numpy(), -1, 0))
+    c = np.ascontiguousarray(np.moveaxis(coef.detach().numpy(), -1, 0))
+    res = np.empty_like(d)
+    res[steps - 1] = d[steps - 1]
+    for t in range(steps - 2, -1, -1):
+        np.multiply(c[t], res[t + 1], out=res[t])
+        res[t] += d[t]
+    out.copy_(torch.from_numpy(np.moveaxis(res, 0, -1)))
     return out
 
 

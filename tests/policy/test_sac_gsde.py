@@ -55,6 +55,24 @@ def test_log_prob_matches_an_independent_normal_with_the_tanh_correction():
     torch.testing.assert_close(log_prob.double(), expected.sum(-1), rtol=1e-4, atol=1e-4)
 
 
+def test_a_training_forward_draws_each_row_from_its_states_distribution():
+    # No matrix given (a training batch): every row an independent draw of N(mu(s), var(s)) before the squash,
+    # the distribution a matrix of its own per row gives, with gradients reaching log_std.
+    net = actor(log_std_init=-1.5)
+    x = torch.randn(1, 5, generator=torch.Generator().manual_seed(1)).expand(40000, 5)
+    torch.manual_seed(3)
+    action, log_prob = net(x)
+    scale, bias = torch.as_tensor((HIGH - LOW) / 2), torch.as_tensor((HIGH + LOW) / 2)
+    u = torch.atanh(((action.detach() - bias) / scale).double().clamp(-1 + 1e-7, 1 - 1e-7))
+    mean, latent = (t.detach().double() for t in net.mean_and_latent(x[:1]))
+    var = net.noise.variance(latent.float()).detach().double()
+    assert not torch.allclose(action[0], action[1])  # rows of one state draw apart
+    torch.testing.assert_close(u.mean(0), mean[0], rtol=0, atol=float(4 * (var[0] / 40000).sqrt().max()))
+    torch.testing.assert_close(u.var(0) / var[0], torch.ones(2, dtype=torch.float64), rtol=0, atol=0.04)
+    log_prob.mean().backward()
+    assert net.noise.log_std.grad is not None and net.noise.log_std.grad.abs().sum() > 0
+
+
 def test_noise_has_the_state_dependent_variance():
     noise = StateDependentNoise(3, 2, log_std_init=0.0)
     with torch.no_grad():

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlightning.policy.algorithms.networks import mlp
+from rlightning.policy.algorithms.networks import mlp, mlp_forward
 
 __all__ = ["GSDEActor", "StateDependentNoise", "squashed_log_prob"]
 
@@ -183,8 +183,8 @@ class GSDEActor(nn.Module):
 
     def mean_and_latent(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """The pre-squash mean ``mu(s)`` ``[B, act_dim]`` and the latent features ``theta(s)`` ``[B, latent_dim]``."""
-        latent = self.latent(x)
-        mean = self.mu(latent)
+        latent = mlp_forward(self.latent, x)  # the layers' functions called directly: per-module calls cost
+        mean = mlp_forward(self.mu, latent)  # about as much as a 512-row layer's arithmetic here
         if self.clip_mean > 0:
             mean = torch.clamp(mean, -self.clip_mean, self.clip_mean)
         return mean, latent
@@ -197,16 +197,20 @@ class GSDEActor(nn.Module):
         Args:
             x: Encoded observations ``[B, in_dim]``.
             deterministic: Act with the mean (``tanh(mu(s))``); its log-probability is the density there.
-            exploration_matrix: ``W``: one shared ``[latent, act]``, or one per row; None draws one per row
-                (independent samples of the distribution, as a training batch wants).
+            exploration_matrix: ``W``: one shared ``[latent, act]``, or one per row. None: each row's noise an
+                independent draw of its state's noise distribution, ``N(0, var(s))`` (what a matrix of its own
+                per row gives, as a training batch wants), drawn as ``sqrt(var(s)) * N(0, 1)``: ``[B, act]``
+                normals instead of ``B x latent x act`` and a batched product, a tenth of a 512-row SAC update
+                on a CPU. The reparameterised gradient of ``log_std`` then flows through ``var`` rather than
+                through ``W``: another unbiased estimate of the same gradient.
         """
         mean, latent = self.mean_and_latent(x)
         var = self.noise.variance(latent)
         if deterministic:
             u = mean
+        elif exploration_matrix is None:
+            u = mean + var.sqrt() * torch.randn_like(mean)
         else:
-            if exploration_matrix is None:
-                exploration_matrix = self.noise.sample_matrices(mean.shape[0])
             u = mean + self.noise.noise(latent, exploration_matrix)
         log_prob = squashed_log_prob(u, mean, var, self.scale)
         return torch.tanh(u) * self.scale + self.bias, log_prob
