@@ -25,6 +25,13 @@ responses, the default post-process). ``rollout`` does the same for ``Storage.ad
 one ``[N, T + 1]`` array; trees that have ``add_rollout``)::
 
     python benchmarks/ab_inprocess.py rollout --trees <old tree>,<new tree> --kinds cartpole,image
+
+``iterations`` times whole iterations of a preset (``engine.step()``, one torch thread, logging off) for
+each tree in its own process, the trees alternating round by round, and prints each tree's CPU ms per
+iteration and the median per-round ratio to the first tree (``--warm`` iterations first, untimed)::
+
+    python benchmarks/ab_inprocess.py iterations --trees <old tree>,<new tree> --preset mountaincar_sac \
+        --warm 40 --iters 40 --rounds 4
 """
 
 from __future__ import annotations
@@ -310,9 +317,57 @@ def _rollout_kind(np, torch, TensorDict, mods, trees, kind: str, calls: int, rou
         )
 
 
+_ITERATIONS_CHILD = """
+import sys, tempfile, time
+import torch
+torch.set_num_threads(1)
+from rlightning.utils.builders import build_run
+from rlightning.utils.config import apply_overrides, load_preset
+preset, warm, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with tempfile.TemporaryDirectory() as run_dir:
+    cfg = apply_overrides(load_preset(preset), ["log.progress=false", "log.jsonl=false", f"log.run_dir={run_dir}",
+                                                "train.iterations=1000000", "train.target_return=null"])
+    engine = build_run(cfg).engine
+    for _ in range(warm):
+        engine.step()
+    t0 = time.process_time()
+    for _ in range(iters):
+        engine.step()
+    print("@@ms", (time.process_time() - t0) / iters * 1e3, flush=True)
+    engine.close()
+"""
+
+
+def iterations(trees, preset: str, warm: int, iters: int, rounds: int) -> None:
+    import subprocess
+
+    per_iter = [[] for _ in trees]
+    for r in range(rounds):
+        order = list(range(len(trees))) if r % 2 == 0 else list(reversed(range(len(trees))))
+        got = {}
+        for i in order:
+            env = {**os.environ, "PYTHONPATH": trees[i]}
+            args = [sys.executable, "-c", _ITERATIONS_CHILD, preset, str(warm), str(iters)]
+            out = subprocess.run(args, cwd=trees[i], env=env, capture_output=True, text=True)
+            lines = [ln for ln in out.stdout.splitlines() if ln.startswith("@@ms ")]
+            if out.returncode != 0 or not lines:
+                raise RuntimeError(f"iterations: the run of {trees[i]} failed:\n{out.stderr[-3000:]}")
+            got[i] = float(lines[-1].split()[1])
+        for i in range(len(trees)):
+            per_iter[i].append(got[i])
+    for i, tree in enumerate(trees):
+        ratios = [a / b for a, b in zip(per_iter[i], per_iter[0])]
+        per = ", ".join(f"{x:.1f}" for x in per_iter[i])
+        print(
+            f"iterations {preset} {tree}: {statistics.median(per_iter[i]):.1f} CPU ms/iteration ({per}), "
+            f"/ {trees[0]} median {statistics.median(ratios):.3f}",
+            flush=True,
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("item", choices=["sampling", "buffer", "transition", "rollout"])
+    p.add_argument("item", choices=["sampling", "buffer", "transition", "rollout", "iterations"])
     p.add_argument("--trees", default="", help="transition: comma-separated trees (the first is the reference)")
     p.add_argument("--envs", default="1,64", help="transition: sub-envs per step")
     p.add_argument("--calls", type=int, default=2000, help="transition: calls per tree per round (rollout: / 200)")
@@ -321,6 +376,9 @@ def main() -> None:
     p.add_argument("--kinds", default="cartpole,image", help="buffer kinds")
     p.add_argument("--seconds", type=float, default=0.5, help="seconds per sampling window")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--preset", default="mountaincar_sac", help="iterations: the preset")
+    p.add_argument("--warm", type=int, default=40, help="iterations: untimed iterations first")
+    p.add_argument("--iters", type=int, default=40, help="iterations: timed iterations per round")
     p.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="sampling: rates per wall-clock or CPU second"
     )
@@ -328,6 +386,10 @@ def main() -> None:
     label = a.label or _tree()
     if a.item == "sampling":
         sampling(label, a.cases.split(","), a.seconds, a.rounds, a.clock)
+    elif a.item == "iterations":
+        if not a.trees:
+            p.error("iterations needs --trees <reference tree>,<other tree>[,...]")
+        iterations(a.trees.split(","), a.preset, a.warm, a.iters, a.rounds)
     elif a.item in ("transition", "rollout"):
         trees = a.trees.split(",") if a.trees else [_tree()]
         if a.item == "transition":

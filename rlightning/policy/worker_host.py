@@ -213,7 +213,27 @@ class PolicyWorkerHost:
         return_norm: bool = True,
     ) -> Optional[float]:
         """Backward, average gradients over ranks, clip, step. Returns the gradient norm before clipping
-        (``return_norm=False``: None, and the norm is computed only when clipping needs it)."""
+        (``return_norm=False``: None, and the norm is computed only when clipping needs it).
+
+        With ``optim.flush_denormals`` (the default) subnormal floats count as zero for the step's duration
+        (see `OptimConfig.flush_denormals`); the thread's setting is switched off again afterwards.
+        """
+        optim_cfg = getattr(self.policy.config, "optim", None)
+        flushing = bool(getattr(optim_cfg, "flush_denormals", False)) and torch.set_flush_denormal(True)
+        try:
+            return self._apply_gradients(loss, optimizer, parameters, max_grad_norm, return_norm)
+        finally:
+            if flushing:
+                torch.set_flush_denormal(False)
+
+    def _apply_gradients(
+        self,
+        loss: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        parameters: Optional[Iterable[torch.nn.Parameter]],
+        max_grad_norm: Optional[float],
+        return_norm: bool,
+    ) -> Optional[float]:
         params = (
             list(parameters) if parameters is not None else [p for g in optimizer.param_groups for p in g["params"]]
         )

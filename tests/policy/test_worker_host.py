@@ -169,3 +169,27 @@ def test_apply_gradients_clears_every_gradient_and_calls_an_overridden_zero_grad
     sgd = Counting(policy.modules["critic"].parameters(), lr=0.1)
     policy.apply_gradients(policy.modules["critic"](x).pow(2).mean(), sgd, policy.modules["critic"].parameters())
     assert calls == [True]
+
+
+def _flush_supported() -> bool:
+    supported = torch.set_flush_denormal(True)
+    torch.set_flush_denormal(False)
+    return supported
+
+
+@pytest.mark.skipif(not _flush_supported(), reason="this CPU has no flush-to-zero mode (torch.set_flush_denormal)")
+@pytest.mark.parametrize("flush", [True, False])
+def test_gradient_steps_treat_subnormal_floats_as_zero_and_restore_the_thread(flush):
+    # A subnormal gradient (1e-39) reaches Adam's first moment as 0 while flushing, as 1e-40 without; outside
+    # the step the thread computes subnormals again either way.
+    policy = PPOPolicy(PolicyConfig(hidden_sizes=[8], optim={"flush_denormals": flush}), role_type=PolicyRole.TRAIN)
+    policy.setup(DISCRETE_META, seed=0)
+    weight = torch.nn.Parameter(torch.ones(4))
+    opt = torch.optim.Adam([weight], lr=1e-3)
+    policy.apply_gradients((weight * 1e-39).sum(), opt, [weight], return_norm=False)
+    exp_avg = opt.state[weight]["exp_avg"]
+    if flush:
+        assert torch.count_nonzero(exp_avg) == 0
+    else:
+        assert torch.all((exp_avg > 0) & (exp_avg < 1.2e-38))
+    assert float(torch.tensor([1e-38]) / 100) > 0  # the thread's own setting is back: subnormals survive
