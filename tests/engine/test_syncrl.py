@@ -50,10 +50,16 @@ def test_interrupt_stops_cleanly_between_phases(tmp_path, build):
     def interrupt(engine, metrics):
         os.kill(os.getpid(), signal.SIGINT)
 
-    history = e.run(iterations=4, callbacks=[interrupt])
-    assert len(history) == 1 and e.iteration == 1
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    assert len(e.run(iterations=1)) == 1  # usable again afterwards
+    # Python's own handler to start from, whatever this process inherited (a job started in the background
+    # by a non-interactive shell inherits SIGINT ignored)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        history = e.run(iterations=4, callbacks=[interrupt])
+        assert len(history) == 1 and e.iteration == 1
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert len(e.run(iterations=1)) == 1  # usable again afterwards
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def test_stop_flag_breaks_a_rollout(tmp_path, build):
