@@ -30,6 +30,9 @@ What each floor does per iteration (the preset's settings):
 - ``td3`` (pendulum_td3): acting with Gaussian noise; per update the smoothed target, the twin critic step,
   and every ``policy_delay`` updates the actor step and the Polyak averaging of actor and critics.
 
+Every floor runs its updates in the preset's arithmetic (``optim.flush_denormals``, ``optim.matmul_precision``,
+through ``rlightning.policy.numerics.update_numerics``), as ours does.
+
 The floor leaves out what the engine does on top (weight sync to the acting copy, metrics, episode
 bookkeeping); those are part of what the ratio measures.
 """
@@ -52,6 +55,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+
+from rlightning.policy.numerics import update_numerics  # noqa: E402
 
 PRESETS = ("acrobot_dqn", "mountaincar_sac", "pendulum_sac", "pendulum_td3")
 #: Iterations per window, by preset (about a second each on one thread).
@@ -165,16 +170,17 @@ class DQNFloor:
             self.marks = marks
         k, b = t.updates_per_iteration, t.batch_size
         s = self.buf.sample(k * b)
-        with torch.no_grad():
-            target = s["reward"] + p.gamma * (1.0 - s["term"]) * self.target(s["next_obs"]).max(-1).values
-        for i in range(k):
-            sl = slice(i * b, (i + 1) * b)
-            q = self.q(s["obs"][sl]).gather(1, s["action"][sl].unsqueeze(1)).squeeze(1)
-            loss = F.smooth_l1_loss(q, target[sl])
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.params, p.optim.max_grad_norm)
-            self.opt.step()
+        with update_numerics(p.optim, "cpu"):  # the preset's flush_denormals and matmul_precision, as ours
+            with torch.no_grad():
+                target = s["reward"] + p.gamma * (1.0 - s["term"]) * self.target(s["next_obs"]).max(-1).values
+            for i in range(k):
+                sl = slice(i * b, (i + 1) * b)
+                q = self.q(s["obs"][sl]).gather(1, s["action"][sl].unsqueeze(1)).squeeze(1)
+                loss = F.smooth_l1_loss(q, target[sl])
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.params, p.optim.max_grad_norm)
+                self.opt.step()
 
 
 def _collect_then_update(floor: Any) -> None:
@@ -186,8 +192,9 @@ def _collect_then_update(floor: Any) -> None:
         return
     k, b = t.updates_per_iteration, t.batch_size
     s = floor.buf.sample(k * b)
-    for i in range(k):
-        floor.update({key: v[i * b : (i + 1) * b] for key, v in s.items()})
+    with update_numerics(floor.p.optim, "cpu"):  # the preset's flush_denormals and matmul_precision, as ours
+        for i in range(k):
+            floor.update({key: v[i * b : (i + 1) * b] for key, v in s.items()})
 
 
 class SACFloor:

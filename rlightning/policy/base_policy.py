@@ -230,6 +230,13 @@ class BasePolicy:
 
         return train_minibatches(self, num_minibatches)
 
+    def learn(self, num_minibatches: Optional[int] = None) -> Dict[str, float]:
+        """One learner call, what the policy group runs on each train worker: ``train()``, or
+        ``train_minibatches(num_minibatches)``, in the update's arithmetic (``optim.flush_denormals`` and
+        ``optim.matmul_precision``, see `PolicyWorkerHost.update_numerics`)."""
+        with self.host.update_numerics():
+            return self.train() if num_minibatches is None else self.train_minibatches(num_minibatches)
+
     @classmethod
     def buffer_postprocess_fn(cls, policy_cfg: PolicyConfig) -> Optional[Callable]:
         """The buffer postprocess this policy needs (None: the buffer's default)."""

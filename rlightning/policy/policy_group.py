@@ -338,15 +338,16 @@ class PolicyGroup:
 
     def train(self) -> Dict[str, float]:
         """Run ``train()`` on every train worker (data-parallel); returns the metrics averaged over workers."""
-        return self._train_call("train")
+        return self._train_call(None)
 
     def train_minibatches(self, num_minibatches: int) -> Dict[str, float]:
         """``train_minibatches(k)`` on every train worker: ``k`` steps on consecutive rows of each one's dataset."""
-        return self._train_call("train_minibatches", int(num_minibatches))
+        return self._train_call(int(num_minibatches))
 
-    def _train_call(self, method: str, *args: Any) -> Dict[str, float]:
-        self._need_train(method)
-        per_worker = resolve([w.submit(method, *args) for w in self.train_workers])
+    def _train_call(self, num_minibatches: Optional[int]) -> Dict[str, float]:
+        # BasePolicy.learn: train() or train_minibatches(k) in the update's arithmetic (optim.matmul_precision)
+        self._need_train("train" if num_minibatches is None else "train_minibatches")
+        per_worker = resolve([w.submit("learn", num_minibatches) for w in self.train_workers])
         metrics: Dict[str, float] = {}
         for key in per_worker[0]:
             values = [float(m[key]) for m in per_worker if key in m]

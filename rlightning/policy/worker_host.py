@@ -15,7 +15,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from rlightning.policy.comm import (
     init_world,
     tensors_checksum,
 )
+from rlightning.policy.numerics import update_numerics
 from rlightning.policy.resources import describe_process
 
 if TYPE_CHECKING:
@@ -215,16 +216,15 @@ class PolicyWorkerHost:
         """Backward, average gradients over ranks, clip, step. Returns the gradient norm before clipping
         (``return_norm=False``: None, and the norm is computed only when clipping needs it).
 
-        With ``optim.flush_denormals`` (the default) subnormal floats count as zero for the step's duration
-        (see `OptimConfig.flush_denormals`); the thread's setting is switched off again afterwards.
+        Runs in `update_numerics` (``optim.flush_denormals``, on by default, and ``optim.matmul_precision``).
         """
-        optim_cfg = getattr(self.policy.config, "optim", None)
-        flushing = bool(getattr(optim_cfg, "flush_denormals", False)) and torch.set_flush_denormal(True)
-        try:
+        with self.update_numerics():
             return self._apply_gradients(loss, optimizer, parameters, max_grad_norm, return_norm)
-        finally:
-            if flushing:
-                torch.set_flush_denormal(False)
+
+    def update_numerics(self) -> ContextManager[None]:
+        """The policy's ``optim.flush_denormals`` and ``optim.matmul_precision`` until the block ends
+        (`rlightning.policy.numerics.update_numerics`; an inner scope of the same thread changes nothing)."""
+        return update_numerics(getattr(self.policy.config, "optim", None), self.policy.device)
 
     def _apply_gradients(
         self,
