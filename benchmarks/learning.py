@@ -133,6 +133,17 @@ ROWS: Dict[str, Row] = {
         0.0,
         source="none at this budget; bar: random play",
     ),
+    # minatar_ppo's budget (512k env steps) with APPO's asynchronous actors and V-trace. No published APPO figure
+    # for MinAtar Breakout: the bar is random play, as minatar_ppo's.
+    "minatar_appo": Row(
+        "minatar_appo",
+        "APPO (MinAtar paper's CNN)",
+        "MinAtar/Breakout-v1",
+        512_000,
+        0.435,
+        0.0,
+        source="none at this budget; bar: random play",
+    ),
     # No published APPO CartPole budget to match: the row is the bar (solved, 475) at 100k env steps.
     # The learning rate annealed to 0 over the budget (seeds 1-3: 500, 500, 430.9; constant: 235.1, 500, 454.0).
     "cartpole_appo": Row(

@@ -49,3 +49,22 @@ def test_rows_carry_the_acting_version_and_batches_report_their_lag(tmp_path, bu
 def test_ppo_is_refused_on_stale_weights(tmp_path, build):
     with pytest.raises(ValueError, match="'ppo' does not correct for"):
         build(small_appo(tmp_path, "policy.type=ppo"))
+
+
+def test_minatar_appo_trains_its_cnn_on_stale_pixel_batches(tmp_path, build):
+    # The pixel APPO preset: the MinAtar CNN acting in the env workers, V-trace batches of bool frames.
+    pytest.importorskip("minatar", reason="the minatar suite (pip install 'rlightning[minatar]')")
+    cfg = apply_overrides(
+        load_preset("minatar_appo"),
+        ["train.rollout_steps=8", "policy.update_epochs=1", "log.progress=false", f"log.run_dir={tmp_path}"],
+    )
+    e = build(cfg).engine
+    before = {k: v.clone() for k, v in e.policy_group.train_workers[0].worker.encoder.state_dict().items()}
+    history = e.run(iterations=3)
+    assert len(history) == 3 and all(m["policy_loss"] == m["policy_loss"] for m in history)  # finite, not NaN
+    assert all(0 <= m["batch_policy_lag"] <= m["batch_policy_lag_max"] for m in history)
+    after = e.policy_group.train_workers[0].worker.encoder.state_dict()
+    assert any(not after[k].equal(v) for k, v in before.items()), "the CNN encoder never learned"
+    with e._lock:
+        obs = e.buffer.get_data().get("obs")
+    assert obs.shape[-3:] == (10, 10, 4)

@@ -16,6 +16,7 @@ from rlightning.utils.validate import validate_config
 PRESETS = {  # preset: (env id, module its suite needs, extra)
     "minatar_ppo": ("MinAtar/Breakout-v1", "minatar", "minatar"),
     "minatar_dqn": ("MinAtar/Breakout-v1", "minatar", "minatar"),
+    "minatar_appo": ("MinAtar/Breakout-v1", "minatar", "minatar"),
     "atari_ppo": ("ALE/Pong-v5", "ale_py", "atari"),
     "atari_dqn": ("ALE/Pong-v5", "ale_py", "atari"),
     "mujoco_ppo": ("HalfCheetah-v5", "mujoco", "mujoco"),
@@ -48,7 +49,7 @@ def test_a_preset_whose_suite_is_missing_fails_in_validation_with_the_install_hi
         validate_config(cfg)
 
 
-@pytest.mark.parametrize("preset", ["minatar_ppo", "minatar_dqn"])
+@pytest.mark.parametrize("preset", ["minatar_ppo", "minatar_dqn", "minatar_appo"])
 def test_the_minatar_presets_validate_and_build_their_env_with_the_papers_network(preset):
     from rlightning.env.gym_env import GymnasiumEnv
     from rlightning.policy.networks import MinAtarCNN, build_encoder
