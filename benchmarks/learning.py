@@ -109,6 +109,18 @@ ROWS: Dict[str, Row] = {
         46.03,
         source="CleanRL ppo_continuous_action (HalfCheetah-v4)",
     ),
+    # SAC on HalfCheetah at 1M env steps: rl-baselines3-zoo documents 9535.45 +- 100.47 (HalfCheetah-v3, the zoo's
+    # SAC settings: learning_starts 10000, one learning rate of 3e-4, the actor every update). The preset runs
+    # CleanRL's settings (critic lr 1e-3, the actor every 2 updates, learning_starts 5000) on HalfCheetah-v5.
+    "mujoco_sac": Row(
+        "mujoco_sac",
+        "SAC",
+        "HalfCheetah-v5",
+        1_000_000,
+        9535.451,
+        100.470,
+        source="rl-baselines3-zoo benchmark.md (SAC, HalfCheetah-v3, its own settings)",
+    ),
     # The MinAtar paper's DQN (Young & Tian 2019) on MinAtar Breakout, the preset's settings over the first 200k
     # of its 5M frames (epsilon reaches 0.1 at 100k). No published figure at this budget: the paper gives learning
     # curves over 5M frames only, so the row's bar is random play, 0.435 +- 0.70 (200 episodes, seeds 0-199).

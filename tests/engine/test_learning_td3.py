@@ -3,8 +3,9 @@ delay 2, target smoothing, one gradient step per env step, batch 256, lr 1e-3, g
 network with 1k uniform steps learns Pendulum within 10k env steps.
 
 The preset at its published budget (20k env steps, [400, 300], 10k uniform steps; published -152 +- 90) is
-benchmarks/learning.py's pendulum_td3 row (benchmarks/README.md, "Learning"): about 260-330 s on a 2-core
-machine, more than CI's budget allows for one test."""
+benchmarks/learning.py's pendulum_td3 row (benchmarks/README.md, "Learning"): 44-46 s on a 2-core machine whose
+CPU multiplies in bfloat16 (the preset's ``optim.matmul_precision: medium``), about 70 s in float32, and several
+minutes on slower CPUs: more than CI's budget allows for one test."""
 
 import pytest
 import torch
@@ -25,7 +26,8 @@ def test_pendulum_td3_reaches_minus_400_in_10k_steps(tmp_path, build):
 
     A random policy scores -1208 (10-episode means -1267 to -1129); the untrained actor -1300 to -1400.
     Measured, this configuration, 10k steps, with every worker seeded from the run's seed (a run repeats
-    exactly), seeds 1-3: -108, -294, -277 (-158, -158, -146 at 8k; -266, -254, -516 at 6k).
+    exactly), seeds 1-3: -108, -294, -277 in float32 (-158, -158, -146 at 8k; -266, -254, -516 at 6k);
+    -106.1, -121.1, -130.6 with the preset's bfloat16 products on a CPU with bfloat16 units.
     """
     torch.set_num_threads(1)
     cfg = apply_overrides(load_preset("pendulum_td3"), ["log.progress=false", f"log.run_dir={tmp_path}", *TD3_10K])
