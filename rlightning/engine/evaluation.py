@@ -12,6 +12,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from rlightning.env.utils.episodes import done_mask
+
 __all__ = ["Evaluator", "evaluate_policy"]
 
 
@@ -67,7 +69,8 @@ class Evaluator:
                 resps = policy_group.rollout_batch(rets)
                 rets = group.step(resps)
                 for _, ret in rets.items():
-                    done = np.logical_or(ret.last_terminated, ret.last_truncated)
+                    # multi-agent flags are dicts per agent: a row's episode ends when every agent is done
+                    done = done_mask(ret.last_terminated, ret.last_truncated)
                     for row in np.flatnonzero(done):
                         returns.append(float(ret.info["episode_return"][row]))
                         lengths.append(float(ret.info["episode_length"][row]))

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
-from rlightning.types import EnvMeta
+from rlightning.types import EnvMeta, EnvRet, MultiAgentPolicyResponse, PolicyResponse
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import ENVS, POLICIES
 
@@ -274,6 +274,58 @@ class MultiAgentPolicy(BasePolicy):
                 for a, piece in zip(members, pieces):
                     slot[a] = piece
         return out
+
+    def _rollout_batched(self, env_rets: Sequence[Any]) -> List[PolicyResponse]:
+        """Answer multi-agent EnvRets (``{agent: [N, ...]}`` observations): one forward per group over all of them.
+
+        What `rollout_batch` runs (the per-step layout, and the engine's evaluation episodes).
+
+        Raises:
+            RuntimeError: before ``construct_network``.
+            TypeError: an item that is not an EnvRet, or whose observation is not a dict keyed by agent id.
+            ValueError: agents missing or unknown, or an agent's rows that differ from the other agents'.
+        """
+        if self.env_meta is None:
+            raise RuntimeError("MultiAgentPolicy: rollout called before construct_network(env_meta)")
+        if not env_rets:
+            return []
+        counts = []
+        for i, env_ret in enumerate(env_rets):
+            if not isinstance(env_ret, EnvRet):
+                raise TypeError(f"rollout expects EnvRet items, got {type(env_ret).__name__} at position {i}")
+            obs = env_ret.observation
+            if not isinstance(obs, Mapping) or not obs:
+                raise TypeError(
+                    f"EnvRet {env_ret.env_id!r}: a multi-agent policy acts on a dict of agent id -> [num_envs, ...] "
+                    f"observations, got {type(obs).__name__}"
+                )
+            rows = {str(a): int(np.shape(v)[0]) if np.ndim(v) else -1 for a, v in obs.items()}
+            if len(set(rows.values())) != 1 or -1 in rows.values():
+                raise ValueError(
+                    f"EnvRet {env_ret.env_id!r}: every agent's observation needs the same leading num_envs "
+                    f"dimension, got rows {rows}"
+                )
+            counts.append(next(iter(rows.values())))
+        agents = list(env_rets[0].observation)
+        batch = (
+            dict(env_rets[0].observation)
+            if len(env_rets) == 1
+            else {a: np.concatenate([np.asarray(r.observation[a]) for r in env_rets]) for a in agents}
+        )
+        with self.host.weights_lock:
+            out = self.compute_actions(batch, deterministic=self.deterministic)
+            version = self.weight_version
+        responses, start = [], 0
+        for env_ret, n in zip(env_rets, counts):
+            data = {k: {a: v[start : start + n] for a, v in per_agent.items()} for k, per_agent in out.items()}
+            start += n
+            resp = MultiAgentPolicyResponse(
+                env_id=env_ret.env_id, weight_version=version, ts_env_sent_ns=env_ret.ts_env_sent_ns, **data
+            )
+            resp = self.postprocess(env_ret, resp) or resp
+            responses.append(resp.mark_policy_sent())
+        self.count_rollout(sum(counts))
+        return responses
 
     # ------------------------------------------------------------------ learning
 

@@ -80,3 +80,17 @@ def test_shared_dqn_policy_learns_to_meet_from_replay(tmp_path, build):
     assert m["episode_return_mean"] >= 1.5, m
     assert m["episode_return_mean"] - random_return >= 3.5, (m, random_return)
     assert {f"agent_return_mean/agent_{i}" for i in range(3)} <= set(m)
+
+
+def test_evaluation_plays_whole_multi_agent_episodes(tmp_path, build):
+    # Multi-agent done flags are dicts per agent: an evaluation episode ends when every agent is done. The
+    # rendezvous team scores 3 x (1.0 - 0.05 (L - 1)) for a meeting at step L (-0.05 each per step before it),
+    # so whole episodes tie the mean return to the mean length; counting every step as an episode's end (the
+    # running return -0.15 at step 1) does not.
+    cfg = apply_overrides(load_preset("mpe_ppo"), RENDEZVOUS + ["log.progress=false", f"log.run_dir={tmp_path}"])
+    e = build(cfg).engine
+    result = e.evaluate(8)
+    assert result["episodes"] == 8
+    assert result["return_min"] > -4.8 + 1e-6, result  # this seed's untrained team meets in every episode
+    assert result["length_mean"] > 1.0, result
+    assert result["return_mean"] == pytest.approx(3 * (1.0 - 0.05 * (result["length_mean"] - 1)), abs=1e-4)

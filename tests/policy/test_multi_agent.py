@@ -135,3 +135,39 @@ def test_the_config_is_checked_before_any_worker():
     with pytest.raises(ConfigError, match="is single-agent; remove policy.agent_groups"):
         validate_config(cfg)
     validate_config(load_preset("mpe_ppo"))  # the preset itself is fine
+
+
+def test_rollout_batch_answers_multi_agent_env_rets_per_env_worker():
+    # The per-step path (and the engine's evaluation) answers MultiAgentEnvRets: one forward over every
+    # worker's rows, each worker's rows back as its own per-agent response.
+    from rlightning.types import MultiAgentEnvRet, MultiAgentPolicyResponse
+
+    p = policy()
+    p.set_deterministic(True)
+    rng = np.random.default_rng(0)
+    rets = [
+        MultiAgentEnvRet(env_id, {a: rng.random((n, 3), dtype=np.float32) for a in AGENTS})
+        for env_id, n in (("ma-0", 4), ("ma-1", 2))
+    ]
+    resps = p.rollout_batch(rets)
+    assert [r.env_id for r in resps] == ["ma-0", "ma-1"]
+    assert all(type(r) is MultiAgentPolicyResponse and r.weight_version == p.weight_version for r in resps)
+    for ret, resp in zip(rets, resps):
+        direct = p.compute_actions(ret.observation, deterministic=True)
+        for key in ("action", "value"):
+            assert set(getattr(resp, key)) == set(AGENTS)
+            for a in AGENTS:
+                np.testing.assert_allclose(getattr(resp, key)[a], direct[key][a], rtol=1e-6, atol=1e-6)
+
+
+def test_rollout_batch_rejects_observations_that_are_not_per_agent():
+    from rlightning.types import EnvRet, MultiAgentEnvRet
+
+    p = policy()
+    with pytest.raises(TypeError, match="'ma-0'.*dict of agent id"):
+        p.rollout_batch([EnvRet("ma-0", np.zeros((4, 3), dtype=np.float32))])
+    uneven = {"agent_0": np.zeros((4, 3)), "agent_1": np.zeros((3, 3)), "agent_2": np.zeros((4, 3))}
+    with pytest.raises(ValueError, match="same leading num_envs.*'agent_1': 3"):
+        p.rollout_batch([MultiAgentEnvRet("ma-0", uneven)])
+    with pytest.raises(TypeError, match="EnvRet items, got str at position 0"):
+        p.rollout_batch(["not an env ret"])
