@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -407,36 +407,50 @@ class BasePolicy:
     def _rollout_batched(self, env_rets: Sequence[EnvRet]) -> List[PolicyResponse]:
         if self.env_meta is None:
             raise RuntimeError(f"{type(self).__name__}: rollout called before construct_network(env_meta)")
-        space = self.env_meta.observation_space
-        expected = tuple(space.shape) if getattr(space, "shape", None) is not None else None
         if not env_rets:
             return []
-        obs_list = [self._check_obs(r, i, expected) for i, r in enumerate(env_rets)]
-        counts = [o.shape[0] for o in obs_list]
-        batch = obs_list[0] if len(obs_list) == 1 else np.concatenate(obs_list, axis=0)
-        if not batch.flags.writeable:  # zero-copy from the Ray object store; torch wants writable memory
-            batch = batch.copy()
+        batch, counts = self._observation_batch(env_rets)
         with self.host.weights_lock:
             out = self.compute_actions(batch, deterministic=self.deterministic)
             version = self.weight_version
-        total = batch.shape[0]
-        for key, value in out.items():
-            if np.shape(value)[:1] != (total,):
-                raise ValueError(
-                    f"{type(self).__name__}.compute_actions returned {key!r} with shape {np.shape(value)}; "
-                    f"every value needs the leading batch dim {total}"
-                )
+        total = sum(counts)
+        self._check_outputs(out, total)
         responses, start = [], 0
         for env_ret, n in zip(env_rets, counts):
-            data = {k: v[start : start + n] for k, v in out.items()}
+            data = self._output_rows(out, start, n)
             start += n
-            resp = PolicyResponse(
+            resp = self.response_type(
                 env_id=env_ret.env_id, weight_version=version, ts_env_sent_ns=env_ret.ts_env_sent_ns, **data
             )
             resp = self.postprocess(env_ret, resp) or resp
             responses.append(resp.mark_policy_sent())
         self.count_rollout(total)
         return responses
+
+    #: The response `rollout_batch` answers each EnvRet with.
+    response_type: ClassVar[type] = PolicyResponse
+
+    def _observation_batch(self, env_rets: Sequence[EnvRet]) -> Tuple[Any, List[int]]:
+        """The observations of ``env_rets`` as one batch for ``compute_actions``, and each item's rows."""
+        space = self.env_meta.observation_space
+        expected = tuple(space.shape) if getattr(space, "shape", None) is not None else None
+        obs_list = [self._check_obs(r, i, expected) for i, r in enumerate(env_rets)]
+        batch = obs_list[0] if len(obs_list) == 1 else np.concatenate(obs_list, axis=0)
+        if not batch.flags.writeable:  # zero-copy from the Ray object store; torch wants writable memory
+            batch = batch.copy()
+        return batch, [o.shape[0] for o in obs_list]
+
+    def _check_outputs(self, out: Dict[str, Any], total: int) -> None:
+        for key, value in out.items():
+            if np.shape(value)[:1] != (total,):
+                raise ValueError(
+                    f"{type(self).__name__}.compute_actions returned {key!r} with shape {np.shape(value)}; "
+                    f"every value needs the leading batch dim {total}"
+                )
+
+    def _output_rows(self, out: Dict[str, Any], start: int, n: int) -> Dict[str, Any]:
+        """Rows ``start .. start + n`` of every output (one EnvRet's share of the batch)."""
+        return {k: v[start : start + n] for k, v in out.items()}
 
     def count_rollout(self, rows: int) -> None:
         """Count one acting call that answered ``rows`` rows (`rollout_batch` counts its own; an env worker

@@ -27,12 +27,12 @@ sync and checkpoints work unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
-from rlightning.types import EnvMeta, EnvRet, MultiAgentPolicyResponse, PolicyResponse
+from rlightning.types import EnvMeta, EnvRet, MultiAgentPolicyResponse
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import ENVS, POLICIES
 
@@ -275,20 +275,16 @@ class MultiAgentPolicy(BasePolicy):
                     slot[a] = piece
         return out
 
-    def _rollout_batched(self, env_rets: Sequence[Any]) -> List[PolicyResponse]:
-        """Answer multi-agent EnvRets (``{agent: [N, ...]}`` observations): one forward per group over all of them.
+    #: `rollout_batch` answers multi-agent EnvRets (the per-step layout, and the engine's evaluation episodes).
+    response_type = MultiAgentPolicyResponse
 
-        What `rollout_batch` runs (the per-step layout, and the engine's evaluation episodes).
+    def _observation_batch(self, env_rets: Sequence[Any]) -> Tuple[Dict[str, np.ndarray], List[int]]:
+        """Every worker's ``{agent: [N, ...]}`` observations, concatenated per agent, and each worker's rows.
 
         Raises:
-            RuntimeError: before ``construct_network``.
             TypeError: an item that is not an EnvRet, or whose observation is not a dict keyed by agent id.
-            ValueError: agents missing or unknown, or an agent's rows that differ from the other agents'.
+            ValueError: an agent's rows that differ from the other agents'.
         """
-        if self.env_meta is None:
-            raise RuntimeError("MultiAgentPolicy: rollout called before construct_network(env_meta)")
-        if not env_rets:
-            return []
         counts = []
         for i, env_ret in enumerate(env_rets):
             if not isinstance(env_ret, EnvRet):
@@ -306,26 +302,22 @@ class MultiAgentPolicy(BasePolicy):
                     f"dimension, got rows {rows}"
                 )
             counts.append(next(iter(rows.values())))
+        if len(env_rets) == 1:
+            return dict(env_rets[0].observation), counts
         agents = list(env_rets[0].observation)
-        batch = (
-            dict(env_rets[0].observation)
-            if len(env_rets) == 1
-            else {a: np.concatenate([np.asarray(r.observation[a]) for r in env_rets]) for a in agents}
-        )
-        with self.host.weights_lock:
-            out = self.compute_actions(batch, deterministic=self.deterministic)
-            version = self.weight_version
-        responses, start = [], 0
-        for env_ret, n in zip(env_rets, counts):
-            data = {k: {a: v[start : start + n] for a, v in per_agent.items()} for k, per_agent in out.items()}
-            start += n
-            resp = MultiAgentPolicyResponse(
-                env_id=env_ret.env_id, weight_version=version, ts_env_sent_ns=env_ret.ts_env_sent_ns, **data
-            )
-            resp = self.postprocess(env_ret, resp) or resp
-            responses.append(resp.mark_policy_sent())
-        self.count_rollout(sum(counts))
-        return responses
+        return {a: np.concatenate([np.asarray(r.observation[a]) for r in env_rets]) for a in agents}, counts
+
+    def _check_outputs(self, out: Dict[str, Any], total: int) -> None:
+        for key, per_agent in out.items():
+            for agent, value in per_agent.items():
+                if np.shape(value)[:1] != (total,):
+                    raise ValueError(
+                        f"MultiAgentPolicy.compute_actions returned {key!r} of agent {agent!r} with shape "
+                        f"{np.shape(value)}; every value needs the leading batch dim {total}"
+                    )
+
+    def _output_rows(self, out: Dict[str, Any], start: int, n: int) -> Dict[str, Any]:
+        return {k: {a: v[start : start + n] for a, v in per_agent.items()} for k, per_agent in out.items()}
 
     # ------------------------------------------------------------------ learning
 

@@ -18,6 +18,7 @@ Pure torch; never imports Ray.
 
 from __future__ import annotations
 
+import functools
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
@@ -29,8 +30,10 @@ __all__ = ["cpu_has_bf16_units", "effective_matmul_precision", "update_numerics"
 _STATE = threading.local()
 
 
+@functools.cache
 def cpu_has_bf16_units() -> bool:
-    """True when this CPU multiplies bfloat16 in hardware (AMX tiles or AVX512-BF16), as torch reports it."""
+    """True when this CPU multiplies bfloat16 in hardware (AMX tiles or AVX512-BF16), as torch reports it
+    (asked once per process: every update reads it)."""
     cpu = getattr(torch, "cpu", None)
     for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
         probe = getattr(cpu, name, None)
