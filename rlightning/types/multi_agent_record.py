@@ -142,7 +142,7 @@ def check_multi_agent_record(td: Any, spec: Dict[Tuple[str, ...], Tuple[Tuple[in
 def _check_agent_space(spec: Dict, agent: str, space: Any, name: str) -> None:
     import torch
 
-    from rlightning.types.record import space_spec
+    from rlightning.types.record_keys import space_spec
 
     want = space_spec(space, (AGENTS, agent, "obs"))
     if want is None:
