@@ -237,7 +237,7 @@ class AsyncRLEngine(BaseEngine):
             self._updates += minibatches - ahead
         return out
 
-    def _minibatch_chunk(self, remaining: int) -> int:
+    def minibatch_chunk(self, remaining: int) -> int:
         """Updates the learner may make in one call without breaking ``train.max_policy_lag``.
 
         The rollout thread acts while the acting weights are at most ``max_policy_lag`` updates behind; a call
@@ -254,7 +254,7 @@ class AsyncRLEngine(BaseEngine):
         """Wait for a chunk, then ``updates_per_iteration`` x (sample, train), then sync."""
         out = self.rollout()
         if not self.collector.stop_requested and self._ready_to_train():
-            out.update(self._train_rounds())
+            out.update(self.train_rounds.run())
             out.update(self.sync_weights())
         out.update(self._lag_metrics())
         return out

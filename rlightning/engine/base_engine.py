@@ -26,7 +26,7 @@ from rlightning.engine.collect import Collector
 from rlightning.engine.evaluation import Evaluator
 from rlightning.engine.metrics import MetricsLog
 from rlightning.engine.timing import Timing
-from rlightning.engine.train_rounds import run_train_rounds
+from rlightning.engine.train_rounds import TrainRounds
 from rlightning.utils.config import MainConfig
 from rlightning.utils.logger import get_logger
 
@@ -103,6 +103,7 @@ class BaseEngine:
             in_env_workers=self.inference_in_env_workers,
             env_metas=self.env_metas,
         )
+        self.train_rounds = TrainRounds(self)  # the train phase's updates (rlightning.engine.train_rounds)
         if self.inference_in_env_workers:
             from rlightning.engine.acting import EnvWorkerSync
             from rlightning.policy.multi_agent import policy_class_for
@@ -247,12 +248,7 @@ class BaseEngine:
             return bool(can_sample(self.config.train.batch_size))
         return int(self.buffer.size) >= self.config.train.batch_size
 
-    def _train_rounds(self) -> Dict[str, Any]:
-        """``updates_per_iteration`` x (update_dataset, train) for off-policy learners (several per call where
-        exact, see `rlightning.engine.train_rounds`), once for on-policy."""
-        return run_train_rounds(self)
-
-    def _minibatch_chunk(self, remaining: int) -> int:
+    def minibatch_chunk(self, remaining: int) -> int:
         """Updates the next (update_dataset, train) pair may make at once, of the ``remaining`` ones."""
         return remaining
 
@@ -262,7 +258,7 @@ class BaseEngine:
         out.update(self.rollout())
         if self.collector.stop_requested or not self._ready_to_train():
             return out
-        out.update(self._train_rounds())
+        out.update(self.train_rounds.run())
         out.update(self.sync_weights())
         return out
 

@@ -150,11 +150,14 @@ class Collector:
         self._held = None
         self._started = False
 
-    def truncate_restarted(self) -> None:
-        """Truncate the episodes of env workers that were restarted (their episodes in flight are gone)."""
-        self._truncate(self.env_group.pop_restarted_env_ids())
+    def truncate_restarted(self, restarted: Optional[Sequence[str]] = None) -> None:
+        """End the episodes in flight of env workers that were restarted (replaced after a failure): their next
+        step is not paired with the old one, their episode counters restart, the buffer truncates them.
 
-    def _truncate(self, restarted: Sequence[str]) -> None:
+        ``restarted``: those env ids (None: the ones the env group reports since it was last asked).
+        """
+        if restarted is None:
+            restarted = self.env_group.pop_restarted_env_ids()
         for env_id in restarted:
             self._skip.add(env_id)
             if env_id in self._episode_ids:
@@ -241,7 +244,7 @@ class Collector:
                 lost = chunks.write(resps, next_rets, restarted, t)
                 if lost:
                     self.buffer.add_rollouts(lost)
-                self._truncate(restarted)
+                self.truncate_restarted(restarted)
                 timing.add("inference", t1 - t0)
                 timing.add("env_step", t2 - t1)
                 timing.add("buffer_add", time.perf_counter() - t2)

@@ -91,13 +91,13 @@ def collect_pipelined(collector: Any, chunks: StepChunks, num_steps: int) -> int
                 lost = chunks.write(BatchedData([env_id], [resp]), BatchedData([env_id], [nxt]), restarted, t)
                 if lost:
                     collector.buffer.add_rollouts(lost)
-            collector._truncate(restarted)
+            collector.truncate_restarted(restarted)
             add += time.perf_counter() - t2
     finally:
         if sent:  # an error while steps were in flight: let them finish so the group can be used again
             try:
                 envs.collect_async(min_ready=len(sent))
-                collector._truncate(envs.pop_restarted_env_ids())
+                collector.truncate_restarted(envs.pop_restarted_env_ids())
             except Exception:  # noqa: BLE001 - the first error is the one raised
                 pass
         collector.env_rets = BatchedData(order, [current[i] for i in order])

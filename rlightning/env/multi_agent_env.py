@@ -36,14 +36,16 @@ _MEET_REWARD = 1.0
 _STEP_REWARD = -0.05
 
 
-def agent_actions(env: BaseEnv, policy_resp: PolicyResponse) -> Dict[Any, Any]:
+def agent_actions(env: BaseEnv, policy_resp: PolicyResponse, needs_reset: bool) -> Dict[Any, Any]:
     """The preprocessed actions of ``policy_resp`` for a multi-agent ``env``: a dict of agent id -> actions.
+
+    ``needs_reset``: the env has not been reset since it was built or closed (a step is an error).
 
     Raises:
         ValueError: a step before ``reset()``, or actions that are not a dict.
     """
     env.check_policy_resp(policy_resp)
-    if env._needs_reset:
+    if needs_reset:
         raise ValueError(f"env {env.env_id}: step() before reset(); call reset() first")
     action = env.preprocess_fn(policy_resp)
     if not isinstance(action, dict):
@@ -138,7 +140,7 @@ class RendezvousEnv(BaseEnv):
 
     def _moves(self, policy_resp: PolicyResponse) -> np.ndarray:
         """The checked per-agent moves (-1, 0, +1) of ``policy_resp``."""
-        action = agent_actions(self, policy_resp)
+        action = agent_actions(self, policy_resp, self._needs_reset)
         missing = [a for a in self.agent_ids if a not in action]
         if missing:
             raise ValueError(f"env {self.env_id}: no action for agent(s) {missing}; agents are {list(self.agent_ids)}")

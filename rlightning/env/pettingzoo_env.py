@@ -193,7 +193,7 @@ class PettingZooEnv(BaseEnv):
         )
 
     def _actions(self, policy_resp: PolicyResponse) -> Dict[str, np.ndarray]:
-        action = agent_actions(self, policy_resp)
+        action = agent_actions(self, policy_resp, self._needs_reset)
         unknown = sorted(str(a) for a in action if a not in self._checks)
         if unknown:
             raise ValueError(

@@ -281,7 +281,7 @@ class Lab:
 
         need = actor_resources(cfg)
         avail = ray.available_resources()
-        held = {other: actor_resources(run.config) for other, run in self._runs.items() if not run._closed}
+        held = {other: actor_resources(run.config) for other, run in self._runs.items() if not run.closed}
         returned = held.pop(name, {})  # the run this build replaces gives its share back
         for kind in ("CPU", "GPU"):
             asked = need.get(kind, 0.0)
@@ -299,6 +299,11 @@ class Lab:
             )
 
     @property
+    def is_open(self) -> bool:
+        """True until `shutdown` (a shut-down Lab refuses to build; start a new one)."""
+        return self._open
+
+    @property
     def runs(self) -> Dict[str, Run]:
         """The runs built by this Lab, by name."""
         return dict(self._runs)
@@ -310,7 +315,7 @@ class Lab:
         """
         from rlightning.widgets.compare import CompareView
 
-        chosen = list(runs) or [r for r in self._runs.values() if not r._closed]
+        chosen = list(runs) or [r for r in self._runs.values() if not r.closed]
         return CompareView(chosen, live=live)
 
     def _close_named(self, name: str) -> None:

@@ -126,7 +126,7 @@ def launch_lab(
     config = load_cluster_config(cluster_yaml)
     key = _key(config)
     existing = _LAUNCHED.get(key)
-    if existing is not None and existing._open:
+    if existing is not None and existing.is_open:
         return existing
     from ray.autoscaler import sdk
 

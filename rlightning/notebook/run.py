@@ -164,6 +164,11 @@ class Run:
         return self
 
     @property
+    def closed(self) -> bool:
+        """True once `close` has run (the run's workers are gone; build it again to go on)."""
+        return self._closed
+
+    @property
     def is_running(self) -> bool:
         """True while a background run is going."""
         return self._thread is not None and self._thread.is_alive()

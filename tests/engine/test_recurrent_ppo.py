@@ -25,7 +25,7 @@ def _replay(engine):
         feats = policy.encoder(ds["obs"].reshape((b * length,) + tuple(ds["obs"].shape[2:]))).reshape(b, length, -1)
         y = policy.core.unroll(feats, {k: ds[k] for k in policy.core.state_keys}, ds["is_init"])
         y_pi, y_vf = y if isinstance(y, tuple) else (y, y)  # one core each, or one shared (the preset's)
-        logp, _ = policy._log_prob_entropy(policy._dist(y_pi.reshape(b * length, -1)), ds["action"].reshape(-1))
+        logp, _ = policy.log_prob_entropy(y_pi.reshape(b * length, -1), ds["action"].reshape(-1))
         value = policy.critic(y_vf.reshape(b * length, -1)).squeeze(-1)
     mask = ds["mask"].reshape(-1)
     dlogp = (logp - ds["log_prob"].reshape(-1))[mask].abs().max().item()

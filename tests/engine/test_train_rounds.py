@@ -96,7 +96,7 @@ def test_remote_train_workers_and_storage_train_the_batches_at_once(tmp_path, bu
 )
 def test_asyncrl_calls_keep_the_policy_lag_bound(lag, learner_acts, remaining, chunk):
     engine = SimpleNamespace(acting_lag=lag, _learner_acts=learner_acts, _max_lag=4)
-    assert AsyncRLEngine._minibatch_chunk(engine, remaining) == chunk
+    assert AsyncRLEngine.minibatch_chunk(engine, remaining) == chunk
 
 
 class _Buffer:
@@ -110,24 +110,25 @@ class _OneBatchBuffer:
 
 
 def test_minibatch_calls_possible_is_kept_until_the_buffer_or_its_sample_changes():
-    from rlightning.engine.train_rounds import minibatch_calls_possible
+    from rlightning.engine.train_rounds import TrainRounds
     from rlightning.utils.config import load_preset
 
     cfg = load_preset("acrobot_dqn")
     engine = SimpleNamespace(
         config=cfg, on_policy=False, buffer=_Buffer(), policy_group=SimpleNamespace(train_minibatches=None)
     )
-    assert minibatch_calls_possible(engine) is True
-    assert minibatch_calls_possible(engine) is True  # the kept answer
+    minibatch_calls_possible = TrainRounds(engine).minibatch_calls_possible
+    assert minibatch_calls_possible() is True
+    assert minibatch_calls_possible() is True  # the kept answer
     engine.buffer.sample = lambda batch_size: []  # an instance override without num_batches
-    assert minibatch_calls_possible(engine) is False
+    assert minibatch_calls_possible() is False
     engine.buffer = _Buffer()
-    assert minibatch_calls_possible(engine) is True
+    assert minibatch_calls_possible() is True
     engine.buffer = _OneBatchBuffer()
-    assert minibatch_calls_possible(engine) is False
+    assert minibatch_calls_possible() is False
     engine.buffer = _Buffer()
     cfg.train.batched_updates = False  # read every call
-    assert minibatch_calls_possible(engine) is False
+    assert minibatch_calls_possible() is False
     cfg.train.batched_updates = True
     cfg.buffer.sampler = "prioritized"
-    assert minibatch_calls_possible(engine) is False
+    assert minibatch_calls_possible() is False

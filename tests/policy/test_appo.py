@@ -210,7 +210,7 @@ def test_vtrace_targets_run_per_piece_and_ignore_padding(meta):
             piece = td[i, :length]
             x = policy.encoder(piece["obs"])
             act = piece["action"] if meta is DISCRETE_META else piece["action"].float()
-            logp, _ = policy._log_prob_entropy(policy._dist(x), act)
+            logp, _ = policy.log_prob_entropy(x, act)
             v = policy.critic(x).squeeze(-1)
             nv = policy.critic(policy.encoder(piece["next_obs"])).squeeze(-1)
             vs, adv = paper_vtrace(

@@ -179,7 +179,7 @@ def _exact_dataset(policy, ratio: float, value_shift: float, return_shift: float
     td = ppo_dataset(n)
     with torch.no_grad():
         x = policy.encoder(td["obs"])
-        logp, _ = policy._log_prob_entropy(policy._dist(x), td["action"])
+        logp, _ = policy.log_prob_entropy(x, td["action"])
         value = policy.critic(x).squeeze(-1)
     td["log_prob"] = logp - float(np.log(ratio))
     td["value"] = value + value_shift

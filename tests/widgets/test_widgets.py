@@ -51,7 +51,7 @@ def test_buffer_view_counts_what_an_on_policy_buffer_has_handed_to_training(tmp_
     engine.rollout()
     rollout = view.refresh()
     assert rollout["transitions_written"] == rollout["size"] > 0
-    engine._train_rounds()
+    engine.train_rounds.run()
     trained = view.refresh()
     assert trained["cleared_by_sample"] and trained["size"] == 0, "a rollout buffer is emptied by the training sample"
     assert trained["transitions_written"] == rollout["transitions_written"]

@@ -97,7 +97,7 @@ class StorageReader:
         ring = self.store.ring
         rows = batch_size * num_batches
         idx = torch.randint(size, (rows,), generator=self.sampler.generator)
-        if ring._on_cpu:
+        if ring.on_cpu:
             out = _td({k: v.index_select(0, idx) for k, v in ring.data.items()}, torch.Size((rows,)))
         else:
             out = _td(ring.gather(idx), torch.Size((rows,)))

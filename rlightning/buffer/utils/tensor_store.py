@@ -98,7 +98,7 @@ class RowRing:
     def __init__(self, rows: int, device: torch.device) -> None:
         self.rows = int(rows)
         self.device = torch.device(device)
-        self._on_cpu = self.device.type == "cpu"
+        self.on_cpu = self.device.type == "cpu"  #: the rows live in host memory (a plain index_select reads them)
         #: Rows at least this large are written run by run (one copy); smaller ones by gather + scatter
         #: (two copies of a few bytes, far fewer Python calls).
         self.run_copy_min_bytes = 1024
@@ -229,7 +229,7 @@ class RowRing:
         n = idx.numel()
         if n == 0:
             return 0
-        on_dev = self._on_cpu and all(v.device.type == "cpu" for v in source.values())
+        on_dev = self.on_cpu and all(v.device.type == "cpu" for v in source.values())
         if not on_dev:  # another device: move only the rows written (a chunk or a staging holds more)
             source = {k: v.index_select(0, idx.to(v.device)).to(self.device) for k, v in source.items()}
             idx = torch.arange(n)
@@ -273,7 +273,7 @@ class RowRing:
 
     def gather(self, idx: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Rows at ``idx`` (one ``index_select`` per key)."""
-        if self._on_cpu is not (idx.device.type == "cpu"):
+        if self.on_cpu is not (idx.device.type == "cpu"):
             idx = idx.to(self.device)
         return {k: v.index_select(0, idx) for k, v in self.data.items()}
 

@@ -51,7 +51,7 @@ class A2CPolicy(PPOPolicy):
         """A2C's loss terms on a batch: ``loss``, ``policy_loss``, ``value_loss``, ``entropy``."""
         cfg = self.config
         x = self.encoder(ds["obs"])
-        logp, entropy = self._log_prob_entropy(self._dist(x), ds["action"])
+        logp, entropy = self.log_prob_entropy(x, ds["action"])
         value = self.critic(x).squeeze(-1)
         adv = ds["advantage"]
         if cfg.norm_adv and adv.numel() > 1:

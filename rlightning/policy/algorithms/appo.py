@@ -212,7 +212,7 @@ class IMPALAPolicy(PPOPolicy):
     def _flat_eval(self, obs: torch.Tensor, action: torch.Tensor):
         """log pi(a|x), entropy and V(x) of flat rows."""
         x = self.encoder(obs)
-        logp, entropy = self._log_prob_entropy(self._dist(x), action)
+        logp, entropy = self.log_prob_entropy(x, action)
         return logp, entropy, self.critic(x).squeeze(-1)
 
     @torch.no_grad()

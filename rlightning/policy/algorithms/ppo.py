@@ -19,7 +19,7 @@ carries its state per env worker and training runs over sequences (`rlightning.p
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Literal, Optional, Sequence
+from typing import Any, Callable, Dict, Literal, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -194,6 +194,11 @@ class PPOPolicy(BasePolicy):
     def _log_prob_entropy(self, dist, action: torch.Tensor):
         return self.head.log_prob_entropy(dist, action)
 
+    def log_prob_entropy(self, x: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities and entropies of ``action`` under the actor's distribution at features ``x``, with
+        gradients (what a loss written outside this class, such as recurrent PPO's, differentiates)."""
+        return self._log_prob_entropy(self._dist(x), action)
+
     def _train_forward(self, x: torch.Tensor, action: torch.Tensor):
         """Log-probabilities and entropies of ``action`` and the values at features ``x`` (with gradients).
 
@@ -202,7 +207,7 @@ class PPOPolicy(BasePolicy):
         """
         value = mlp_forward(self.critic, x).squeeze(-1)
         if self.kind != "discrete":
-            logp, entropy = self._log_prob_entropy(self._dist(x), action)
+            logp, entropy = self.log_prob_entropy(x, action)
             return logp, entropy, value
         logp_all = torch.log_softmax(mlp_forward(self.actor, x), dim=-1)
         logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)

@@ -89,7 +89,7 @@ def sequence_losses(policy: Any, ds: Dict[str, torch.Tensor], idx: torch.Tensor)
     count = mask.sum().clamp_min(1.0)
     act = ds["action"][idx]
     act = act.reshape(b * length) if policy.kind == "discrete" else act.reshape(b * length, -1)
-    new_logp, entropy = policy._log_prob_entropy(policy._dist(y_pi), act)
+    new_logp, entropy = policy.log_prob_entropy(y_pi, act)
     new_value = policy.critic(y_vf).squeeze(-1)
     logratio = new_logp - ds["log_prob"][idx].reshape(-1)
     ratio = logratio.exp()
