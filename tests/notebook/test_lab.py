@@ -28,8 +28,10 @@ def test_local_lab_reuses_runtime_and_renders(ray_runtime):
         html = lab._repr_html_()
         assert "CPUs" in html and "GPUs" in html and "runs started here" in html
         assert "8 CPUs" in repr(lab)
+        assert lab.is_open
     finally:
         lab.shutdown()
+    assert not lab.is_open
     assert ray_runtime.is_initialized()  # the session's lease is untouched
     assert "shut down" in repr(lab)
     with pytest.raises(RuntimeError, match="this Lab was shut down"):

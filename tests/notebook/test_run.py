@@ -193,8 +193,10 @@ def test_tensorboard_extra_writes_event_files_that_read_back(tmp_path):
         run.run(iterations=2)
         steps = [m["env_steps"] for m in run.metrics]
         losses = [m["policy_loss"] for m in run.metrics]
+        assert not run.closed
     finally:
         run.close()
+    assert run.closed
     events = EventAccumulator(str(tmp_path / "tb-run" / "tb"))
     events.Reload()
     scalars = events.Scalars("policy_loss")
