@@ -48,12 +48,21 @@ def test_node_affinity_is_soft_so_a_dead_node_is_not_insisted_on():
     assert strategy.soft is True
 
 
-def test_local_workers_report_no_node_without_ray():
+def test_local_workers_report_no_node_without_ray(monkeypatch):
     import ray
 
-    if ray.is_initialized():
-        pytest.skip("a Ray runtime is up in this process")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # whether or not another test started one
     assert actor_node_ids([object(), object()]) == [None, None]
+
+
+def test_local_workers_report_the_drivers_node_with_ray(monkeypatch):
+    import ray
+
+    import rlightning.utils.ray.placement_groups as pg
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(pg, "_node_id", lambda: "driver-node")
+    assert actor_node_ids([object(), object()]) == ["driver-node", "driver-node"]
 
 
 def test_placement_group_strategy_is_checked():
