@@ -112,6 +112,7 @@ ROWS: Dict[str, Row] = {
     # SAC on HalfCheetah at 1M env steps: rl-baselines3-zoo documents 9535.45 +- 100.47 (HalfCheetah-v3, the zoo's
     # SAC settings: learning_starts 10000, one learning rate of 3e-4, the actor every update). The preset runs
     # CleanRL's settings (critic lr 1e-3, the actor every 2 updates, learning_starts 5000) on HalfCheetah-v5.
+    # Seed 1 (2026-12-03, bfloat16 products): 10562.2 +- 100.9 in 6585 s on one core.
     "mujoco_sac": Row(
         "mujoco_sac",
         "SAC",
