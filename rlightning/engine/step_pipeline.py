@@ -97,7 +97,7 @@ def collect_pipelined(collector: Any, chunks: StepChunks, num_steps: int) -> int
         if sent:  # an error while steps were in flight: let them finish so the group can be used again
             try:
                 envs.collect_async(min_ready=len(sent))
-                collector.truncate_restarted(envs.pop_restarted_env_ids())
+                collector.truncate_restarted()
             except Exception:  # noqa: BLE001 - the first error is the one raised
                 pass
         collector.env_rets = BatchedData(order, [current[i] for i in order])
