@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
-from rlightning.policy.algorithms.acting_mlp import MIN_ROWS, call_module, fold_tanh, mlp_act
+from rlightning.policy.algorithms import acting_mlp
+from rlightning.policy.algorithms.acting_mlp import MIN_ROWS, call_module, fold_pays, fold_tanh, mlp_act, set_fold
 from rlightning.policy.algorithms.networks import mlp, mlp_forward
 from rlightning.policy.algorithms.ppo import PPOPolicy
 from rlightning.policy.base_policy import PolicyRole
@@ -15,6 +17,38 @@ from tests.support.policy_data import DISCRETE_META, env_ret
 
 # float32 rounding of the folded weights and of sigmoid against tanh, for outputs of a few units
 TOLERANCE = 2e-5
+
+
+@pytest.fixture(autouse=True)
+def folding():
+    """These tests check the folded copy: fold whatever this CPU's timings say (`fold_pays`)."""
+    before = set_fold(True)
+    yield
+    set_fold(before)
+
+
+def test_the_fold_is_used_where_tanh_costs_twice_sigmoid_or_more(monkeypatch):
+    costs = {}
+    monkeypatch.setattr(acting_mlp, "_best_call_seconds", lambda fn, y: costs[fn])
+    for tanh, sigmoid, fold in ((5.0, 1.0, True), (2.0, 1.0, True), (1.9, 1.0, False), (0.75, 1.0, False)):
+        costs.update({torch.tanh: tanh, torch.sigmoid: sigmoid})
+        set_fold(None)
+        assert fold_pays() is fold
+        costs.update({torch.tanh: 1.0 / tanh})  # decided once per process: not measured again
+        assert fold_pays() is fold
+    set_fold(None)
+    monkeypatch.undo()
+    assert fold_pays() in (True, False)  # this CPU's own timings decide
+
+
+def test_where_the_fold_does_not_pay_acting_is_exactly_the_tanh_network():
+    net, x = _net(), torch.randn(256, 4)
+    set_fold(False)
+    with torch.no_grad():
+        assert torch.equal(mlp_act(net, x), mlp_forward(net, x))
+    set_fold(True)
+    with torch.no_grad():
+        assert not torch.equal(mlp_act(net, x), mlp_forward(net, x))
 
 
 def _net(out: int = 2, gain: float = 0.01, seed: int = 0) -> nn.Sequential:

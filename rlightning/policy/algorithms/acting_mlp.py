@@ -2,9 +2,12 @@
 
 ``tanh(z) = 2 * sigmoid(2 * z) - 1``, so a tanh MLP is exactly an MLP with sigmoid activations whose
 Linear weights are transformed: the Linear before a tanh is scaled by 2 and the ``2 * s - 1`` after it
-is folded into the next Linear (``W' = 2 W``, ``b' = b - W.sum(1)``). On CPU ``torch.tanh`` costs
-about five times ``torch.sigmoid`` per element (SLEEF's vectorised tanh against one exp), and it is
-half the time of a CartPole-sized forward pass. Acting (no gradients, CPU) evaluates such a folded
+is folded into the next Linear (``W' = 2 W``, ``b' = b - W.sum(1)``). On some CPUs ``torch.tanh`` costs
+about five times ``torch.sigmoid`` per element (half the time of a CartPole-sized forward pass); on
+others it is as cheap or cheaper (0.3 against 0.4 ns per element on an AVX-512 Xeon here, where the
+fold made local sampling 7-10 % slower). So the fold is used where it pays: `fold_pays` times both
+once per process and folds only where tanh costs at least twice sigmoid (`set_fold` overrides it).
+Where it pays, acting (no gradients, CPU) evaluates such a folded
 copy; the folded weights are rebuilt whenever the network's weights change (autograd's version
 counter of each weight and bias: every in-place write, a weight sync's ``copy_`` or an optimizer step,
 bumps it; so does a parameter or layer replaced). Training keeps the tanh network (`mlp_forward`).
@@ -18,6 +21,7 @@ parameter) are not seen.
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any, List, Optional, Tuple
 
@@ -28,13 +32,55 @@ from torch.nn.modules import module as _module
 
 from rlightning.policy.algorithms.networks import _LAYER_FNS, mlp_forward
 
-__all__ = ["MIN_ROWS", "call_module", "fold_tanh", "mlp_act"]
+__all__ = ["MIN_ROWS", "call_module", "fold_pays", "fold_tanh", "mlp_act", "set_fold"]
 
 MIN_ROWS = 16
 """Fewer rows go through `mlp_forward`: at 8 rows of a 64-wide MLP the fold saves nothing (per-call costs
 dominate); it saves 12 % of the forward pass at 16 rows, 30 % at 48 and about 40 % at 128."""
 
 _FOLDED: weakref.WeakKeyDictionary[nn.Module, _Folded] = weakref.WeakKeyDictionary()
+
+PAYS_RATIO = 2.0
+"""`fold_pays` folds where ``torch.tanh`` costs at least this many times ``torch.sigmoid`` per element: a wide
+margin, so that timing noise does not decide (the CPUs measured so far are near 0.75 or near 5)."""
+
+_fold: Optional[bool] = None  # None: not decided yet (`fold_pays` measures)
+
+
+def set_fold(fold: Optional[bool]) -> Optional[bool]:
+    """Fold (True), never fold (False), or let `fold_pays` measure this CPU again (None), from now on.
+
+    Returns the setting before (None: not decided yet), to put it back.
+    """
+    global _fold
+    before, _fold = _fold, (None if fold is None else bool(fold))
+    return before
+
+
+def _best_call_seconds(fn: Any, y: torch.Tensor, calls: int = 20, rounds: int = 5) -> float:
+    """Best seconds per call of ``fn(y)`` over ``rounds`` rounds of ``calls`` calls."""
+    fn(y)
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(y)
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best
+
+
+def fold_pays() -> bool:
+    """True when acting folds tanh into sigmoid on this CPU (decided once per process, see `set_fold`).
+
+    Times ``torch.tanh`` and ``torch.sigmoid`` on a ``[256, 64]`` block, the best of five rounds each (about a
+    millisecond in all), and folds where tanh costs at least `PAYS_RATIO` times sigmoid.
+    """
+    global _fold
+    if _fold is None:
+        y = torch.randn(256, 64, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            _fold = _best_call_seconds(torch.tanh, y) >= PAYS_RATIO * _best_call_seconds(torch.sigmoid, y)
+    return _fold
 
 
 class _Folded:
@@ -114,11 +160,13 @@ def fold_tanh(layers: Tuple[nn.Module, ...]) -> Optional[List[tuple]]:
 def mlp_act(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``net(x)`` for acting: an `mlp`'s tanh layers through sigmoid (see the module docstring).
 
-    Falls back to `mlp_forward` (so to ``net(x)`` where that does) with gradients enabled, off CPU, for
-    fewer than `MIN_ROWS` rows, with forward hooks, or for a network with nothing to fold.
+    Falls back to `mlp_forward` (so to ``net(x)`` where that does) where the fold does not pay on this CPU
+    (`fold_pays`), with gradients enabled, off CPU, for fewer than `MIN_ROWS` rows, with forward hooks, or
+    for a network with nothing to fold.
     """
     if (
-        torch.is_grad_enabled()
+        not (_fold if _fold is not None else fold_pays())
+        or torch.is_grad_enabled()
         or x.dim() != 2
         or x.shape[0] < MIN_ROWS
         or x.device.type != "cpu"
