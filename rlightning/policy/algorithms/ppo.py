@@ -227,9 +227,10 @@ class PPOPolicy(BasePolicy):
         recurrent, x_vf = None, x
         if getattr(self, "core", None) is not None:
             x, x_vf, recurrent = self._core_step(x)
-        # Eval-role copies (env workers' copies, eval workers) evaluate their tanh networks through sigmoid
-        # (`mlp_act`: the same function up to float rounding, refolded after each weight sync); the learner
-        # acts with the networks it trains (a fused optimizer step writes around the version counter).
+        # Eval-role copies (env workers' copies, eval workers) evaluate their tanh networks through sigmoid where
+        # that is faster on this CPU (`mlp_act`: the same function up to float rounding, refolded after each
+        # weight sync); the learner acts with the networks it trains (a fused optimizer step writes around the
+        # version counter).
         forward = mlp_act if self.role_type is PolicyRole.EVAL else mlp_forward
         value = forward(self.critic, x_vf).squeeze(-1)
         if self.kind == "discrete":
