@@ -13,6 +13,13 @@ median of the per-round ratios (ours / limit); compare the ratios of the two tre
 ``--clock cpu`` counts ``sampling``'s rates per CPU second of the process instead of per
 wall-clock second (both sides are single-threaded; other processes' load inflates CPU time least).
 
+``raystep`` is ``sampling``'s interleaving for the per-step layout on Ray (``peers/rlightning_sampling.py
+--mode ray-step``: env workers as Ray actors, the eval worker acting in this process every step) against
+its Ray floor (``benchmarks/ray_floor.py``: the same calls to actors that do no env work), both on one Ray
+runtime, in alternating wall-clock windows; it prints the median of the per-round ratios::
+
+    PYTHONPATH=<tree> python benchmarks/ab_inprocess.py raystep --cases 1x8,2x64 --seconds 2 --rounds 7
+
 ``transition`` loads the rlightning of several trees into one process (each tree's modules
 imported apart) and times ``Storage.add_transition`` of each in alternating windows::
 
@@ -118,6 +125,71 @@ def _sampling_case(
     )
     engine.close()
     env.close()
+
+
+def raystep(label: str, cases, seconds: float, rounds: int) -> None:
+    tree = _tree()
+    sys.path.insert(0, os.path.join(tree, "benchmarks", "peers"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH", "")) if p)
+    sys.path.insert(0, tree)
+    import _common as c  # noqa: E402
+    import rlightning_sampling as rs
+
+    from benchmarks.ray_floor import floor_stepper
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.ray.runtime import acquire_ray, release_ray
+
+    c.set_threads()
+    acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        for case in cases:
+            _raystep_case(c, rs, build_run, floor_stepper, label, case, seconds, rounds)
+    finally:
+        release_ray()
+
+
+def _raystep_case(c, rs, build_run, floor_stepper, label: str, case: str, seconds: float, rounds: int) -> None:
+    w, n = c.parse_case(case)
+    engine = build_run(rs.config("ray-step", case)).engine
+    step, stop = floor_stepper([(f"floor_{i}", n) for i in range(w)])
+    k = [0]
+
+    def floor() -> int:
+        for _ in range(rs.STEPS):
+            step(k[0])
+            k[0] += 1
+        return rs.STEPS * w * n
+
+    def ours():
+        t0 = time.perf_counter()
+        steps = engine.rollout()["rollout_env_steps"]
+        dt = time.perf_counter() - t0
+        engine.buffer.clear()  # untimed
+        return steps, dt
+
+    ours()
+    floor()
+    ratios, rates = [], []
+    for _ in range(rounds):
+        done = spent = 0.0
+        t = time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            got, dt = ours()
+            done, spent = done + got, spent + dt
+        mine = done / spent
+        done, t = 0, time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            done += floor()
+        rates.append(mine)
+        ratios.append(mine / (done / (time.perf_counter() - t)))
+    per = ", ".join(f"{r:.2f}" for r in ratios)
+    print(
+        f"{label} raystep {case}: ours {statistics.median(rates):.0f} env steps/s, "
+        f"ours / Ray floor median {statistics.median(ratios):.2f} ({per})",
+        flush=True,
+    )
+    engine.close()
+    stop()
 
 
 def buffer(label: str, kinds, rounds: int) -> None:
@@ -367,12 +439,12 @@ def iterations(trees, preset: str, warm: int, iters: int, rounds: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("item", choices=["sampling", "buffer", "transition", "rollout", "iterations"])
+    p.add_argument("item", choices=["sampling", "raystep", "buffer", "transition", "rollout", "iterations"])
     p.add_argument("--trees", default="", help="transition: comma-separated trees (the first is the reference)")
     p.add_argument("--envs", default="1,64", help="transition: sub-envs per step")
     p.add_argument("--calls", type=int, default=2000, help="transition: calls per tree per round (rollout: / 200)")
     p.add_argument("--label", default="")
-    p.add_argument("--cases", default="1x8,2x64", help="sampling cases (W x N)")
+    p.add_argument("--cases", default="1x8,2x64", help="sampling and raystep cases (W x N)")
     p.add_argument("--kinds", default="cartpole,image", help="buffer kinds")
     p.add_argument("--seconds", type=float, default=0.5, help="seconds per sampling window")
     p.add_argument("--rounds", type=int, default=5)
@@ -386,6 +458,8 @@ def main() -> None:
     label = a.label or _tree()
     if a.item == "sampling":
         sampling(label, a.cases.split(","), a.seconds, a.rounds, a.clock)
+    elif a.item == "raystep":
+        raystep(label, a.cases.split(","), a.seconds, a.rounds)
     elif a.item == "iterations":
         if not a.trees:
             p.error("iterations needs --trees <reference tree>,<other tree>[,...]")
