@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -32,13 +32,13 @@ from torch.nn.modules import module as _module
 
 from rlightning.policy.algorithms.networks import _LAYER_FNS, mlp_forward
 
-__all__ = ["MIN_ROWS", "call_module", "fold_pays", "fold_tanh", "mlp_act", "set_fold"]
+__all__ = ["MIN_ROWS", "DerivedOps", "call_module", "derived_ops", "fold_pays", "fold_tanh", "mlp_act", "set_fold"]
 
 MIN_ROWS = 16
 """Fewer rows go through `mlp_forward`: at 8 rows of a 64-wide MLP the fold saves nothing (per-call costs
 dominate); it saves 12 % of the forward pass at 16 rows, 30 % at 48 and about 40 % at 128."""
 
-_FOLDED: weakref.WeakKeyDictionary[nn.Module, _Folded] = weakref.WeakKeyDictionary()
+_FOLDED: weakref.WeakKeyDictionary[nn.Module, DerivedOps] = weakref.WeakKeyDictionary()
 
 PAYS_RATIO = 2.0
 """`fold_pays` folds where ``torch.tanh`` costs at least this many times ``torch.sigmoid`` per element: a wide
@@ -83,13 +83,14 @@ def fold_pays() -> bool:
     return _fold
 
 
-class _Folded:
-    """The folded ops of one network and what they were built from (to tell when they are stale)."""
+class DerivedOps:
+    """Ops derived from an `mlp`'s layers (``build(layers)``), and what they were built from, to tell when
+    they are stale (`mlp_act`'s folded copy, `rlightning.policy.algorithms.numpy_acting`'s numpy copy)."""
 
     __slots__ = ("layers", "checks", "ops")
 
-    def __init__(self, net: nn.Sequential) -> None:
-        self.layers = tuple(net._modules.values())  # the layer objects when folded
+    def __init__(self, net: nn.Sequential, build: Callable[[Tuple[nn.Module, ...]], Any]) -> None:
+        self.layers = tuple(net._modules.values())  # the layer objects when built
         # Per layer: the layer and its (name, tensor, version) of weight and bias (Linear) or nothing; holding
         # the tensors keeps them the same objects while this entry lives.
         self.checks = tuple(
@@ -103,10 +104,10 @@ class _Folded:
             )
             for layer in self.layers
         )
-        self.ops = fold_tanh(self.layers)  # None: nothing to fold, `mlp_forward` as usual
+        self.ops = build(self.layers)  # None: nothing to build (the caller's usual path)
 
     def usable(self, net: nn.Sequential) -> Optional[bool]:
-        """True while ``net`` holds the same layers and tensors, none written since the fold and no layer
+        """True while ``net`` holds the same layers and tensors, none written since the build and no layer
         hooked; False when stale; None when a layer has a forward hook (then the module's own forward runs)."""
         if tuple(net._modules.values()) != self.layers:  # identity first: modules define no __eq__
             return False
@@ -119,6 +120,16 @@ class _Folded:
                 if now is not tensor or now._version != version:
                     return False
         return True
+
+
+def derived_ops(cache: weakref.WeakKeyDictionary, net: nn.Sequential, build: Callable) -> Optional[DerivedOps]:
+    """``cache[net]``, rebuilt with ``build`` when stale; None when a layer of ``net`` has a forward hook."""
+    entry = cache.get(net)
+    usable = entry.usable(net) if entry is not None else False
+    if usable is False:
+        entry = cache[net] = DerivedOps(net, build)
+        usable = entry.usable(net)
+    return entry if usable else None
 
 
 def fold_tanh(layers: Tuple[nn.Module, ...]) -> Optional[List[tuple]]:
@@ -177,12 +188,8 @@ def mlp_act(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
         or _module._global_forward_pre_hooks
     ):
         return mlp_forward(net, x)
-    entry = _FOLDED.get(net)
-    usable = entry.usable(net) if entry is not None else False
-    if usable is False:
-        entry = _FOLDED[net] = _Folded(net)
-        usable = entry.usable(net)
-    if not usable:  # a layer's hook: the module's forward
+    entry = derived_ops(_FOLDED, net, fold_tanh)
+    if entry is None:  # a layer's hook: the module's forward
         return mlp_forward(net, x)
     ops = entry.ops
     if ops is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -203,6 +203,31 @@ class ObsEncoder(nn.Module):
             idx = obs.reshape(obs.shape[0], len(self.nvec)).long() + self.offsets
             return torch.zeros(obs.shape[0], self.dim, device=obs.device).scatter_(1, idx, 1.0)
         return obs.reshape(obs.shape[0], -1).float()
+
+    def numpy_features(self, obs: Any) -> Optional[np.ndarray]:
+        """`forward` of a numpy batch of Box observations in numpy (float32 ``[B, dim]``), for acting without
+        torch ops (`rlightning.policy.algorithms.numpy_acting`); None for other spaces, other inputs or a hook."""
+        if (
+            type(obs) is not np.ndarray
+            or obs.ndim < 1
+            or self.discrete
+            or self.nvec is not None
+            or self._forward_hooks
+            or self._forward_pre_hooks
+            or obs.dtype.kind not in "biuf"
+        ):
+            return None
+        x = obs.reshape(obs.shape[0], -1)
+        if x.shape[1] != self.dim:
+            return None
+        if self.rms is None:
+            return x if x.dtype == np.float32 else x.astype(np.float32)
+        if self.rms.mean.device.type != "cpu":
+            return None
+        mean, var = self.rms.mean.detach().numpy(), self.rms.var.detach().numpy()  # live views of the buffers
+        z = (x.astype(np.float64) - mean) / np.sqrt(var + 1e-8)
+        np.clip(z, -self.clip, self.clip, out=z)
+        return z.astype(np.float32)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = self.flat(obs)

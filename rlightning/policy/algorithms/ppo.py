@@ -27,6 +27,7 @@ from pydantic import Field
 
 from rlightning.policy.algorithms.acting_mlp import call_module, mlp_act
 from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_forward
+from rlightning.policy.algorithms.numpy_acting import categorical_draw_np, log_softmax_np, mlp_numpy, rows_of
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
@@ -222,7 +223,14 @@ class PPOPolicy(BasePolicy):
         With a recurrent core the outputs also hold the state the step acted from (``recurrent_h``, and
         ``recurrent_c`` for an LSTM) and ``is_init``; called through ``rollout_batch`` (the EnvRets) the state
         carries over per env worker, called directly every call starts from a zero state.
+
+        Eval-role copies with discrete actions, vector observations and plain MLP heads on the CPU act in numpy
+        (`_act_numpy`); everything else in torch.
         """
+        if self.role_type is PolicyRole.EVAL and self.kind == "discrete" and getattr(self, "core", None) is None:
+            out = self._act_numpy(obs, deterministic)
+            if out is not None:
+                return out
         x = call_module(self.encoder, obs_to_tensor(obs, self.device))
         recurrent, x_vf = None, x
         if getattr(self, "core", None) is not None:
@@ -261,6 +269,32 @@ class PPOPolicy(BasePolicy):
         if recurrent is not None:
             out.update(recurrent)
         return out
+
+    def _act_numpy(self, obs: Any, deterministic: bool) -> Optional[Dict[str, np.ndarray]]:
+        """`compute_actions` of a discrete policy in numpy (`rlightning.policy.algorithms.numpy_acting`: the
+        same function up to float rounding, its draws from the copy's numpy generator); None where the encoder
+        or a head has no numpy form (then torch acts)."""
+        features = getattr(self.encoder, "numpy_features", None)
+        x = features(obs) if features is not None else None
+        if x is None:
+            return None
+        value = mlp_numpy(self.critic, x)
+        logits = mlp_numpy(self.actor, x) if value is not None else None
+        if logits is None:
+            return None
+        logp = log_softmax_np(logits)
+        if deterministic:
+            sample = logp.argmax(axis=-1).astype(np.int64, copy=False)
+        else:
+            rng = getattr(self, "np_rng", None)
+            if rng is None:
+                rng = self.np_rng = np.random.default_rng()
+            sample = categorical_draw_np(logp, rng)
+        return {
+            "log_prob": rows_of(logp, sample),
+            "value": value.reshape(-1),
+            "action": sample if self.action_start == 0 else sample + self.action_start,
+        }
 
     def _core_step(self, x: torch.Tensor):
         """One core step on features ``x``; the state before it (and ``is_init``) as numpy record extras."""
