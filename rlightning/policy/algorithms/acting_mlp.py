@@ -12,7 +12,8 @@ copy; the folded weights are rebuilt whenever the network's weights change (auto
 counter of each weight and bias: every in-place write, a weight sync's ``copy_`` or an optimizer step,
 bumps it; so does a parameter or layer replaced). Training keeps the tanh network (`mlp_forward`).
 Only networks whose weights are written by copies should act this way: torch's fused Adam/AdamW step
-writes around the version counter (PPO's learner acts with `mlp_forward`, its eval-role copies with this).
+writes around the version counter (PPO's learner acts with `mlp_forward`, its eval-role copies with this where
+they do not act in numpy: `rlightning.policy.algorithms.numpy_acting`).
 
 The result is the same function up to float rounding (``tests/policy/test_acting_mlp.py`` pins the
 difference); writes that bypass the version counter (through ``.data`` or a numpy view of a
