@@ -27,7 +27,7 @@ from pydantic import Field
 
 from rlightning.policy.algorithms.acting_mlp import call_module, mlp_act
 from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_forward
-from rlightning.policy.algorithms.numpy_acting import categorical_draw_np, log_softmax_np, mlp_numpy, rows_of
+from rlightning.policy.algorithms.numpy_acting import log_softmax_np, mlp_numpy, rows_of
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
@@ -272,8 +272,8 @@ class PPOPolicy(BasePolicy):
 
     def _act_numpy(self, obs: Any, deterministic: bool) -> Optional[Dict[str, np.ndarray]]:
         """`compute_actions` of a discrete policy in numpy (`rlightning.policy.algorithms.numpy_acting`: the
-        same function up to float rounding, its draws from the copy's numpy generator); None where the encoder
-        or a head has no numpy form (then torch acts)."""
+        same function up to float rounding; the draw is torch's Gumbel-max draw on the numpy log-probabilities);
+        None where the encoder or a head has no numpy form (then torch acts)."""
         features = getattr(self.encoder, "numpy_features", None)
         x = features(obs) if features is not None else None
         if x is None:
@@ -285,11 +285,8 @@ class PPOPolicy(BasePolicy):
         logp = log_softmax_np(logits)
         if deterministic:
             sample = logp.argmax(axis=-1).astype(np.int64, copy=False)
-        else:
-            rng = getattr(self, "np_rng", None)
-            if rng is None:
-                rng = self.np_rng = np.random.default_rng()
-            sample = categorical_draw_np(logp, rng)
+        else:  # the draw stays torch's (its generator, as the torch path draws): see numpy_acting's docstring
+            sample = categorical_draw(torch.from_numpy(logp)).numpy()
         return {
             "log_prob": rows_of(logp, sample),
             "value": value.reshape(-1),
