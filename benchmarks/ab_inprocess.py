@@ -74,6 +74,33 @@ def sampling(label: str, cases, seconds: float, rounds: int, clock: str = "wall"
         _sampling_case(c, rs, build_run, gym, torch, nn, label, case, seconds, rounds, clock)
 
 
+def _alternate(what: str, other_name: str, ours, other, seconds: float, rounds: int, timer=time.perf_counter) -> None:
+    """Print ``what``'s median rate and ratio to ``other_name`` over ``rounds`` pairs of windows of ``seconds``:
+    ``ours()`` (returns env steps and the seconds it timed), then ``other()`` (returns env steps, timed by
+    ``timer`` around the window); one untimed call of each first."""
+    ours()
+    other()
+    rates, ratios = [], []
+    for _ in range(rounds):
+        done = spent = 0.0
+        t = time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            got, dt = ours()
+            done, spent = done + got, spent + dt
+        mine = done / spent
+        done, t, t_rate = 0, time.perf_counter(), timer()
+        while time.perf_counter() - t < seconds:
+            done += other()
+        rates.append(mine)
+        ratios.append(mine / (done / (timer() - t_rate)))
+    per = ", ".join(f"{r:.2f}" for r in ratios)
+    print(
+        f"{what}: ours {statistics.median(rates):.0f} env steps/s, "
+        f"ours / {other_name} median {statistics.median(ratios):.2f} ({per})",
+        flush=True,
+    )
+
+
 def _sampling_case(
     c, rs, build_run, gym, torch, nn, label: str, case: str, seconds: float, rounds: int, clock: str
 ) -> None:
@@ -102,27 +129,7 @@ def _sampling_case(
         engine.buffer.clear()  # untimed
         return steps, dt
 
-    ours()
-    limit()
-    ratios, rates = [], []
-    for _ in range(rounds):
-        done = spent = 0.0
-        t = time.perf_counter()
-        while time.perf_counter() - t < seconds:
-            s, dt = ours()
-            done, spent = done + s, spent + dt
-        mine = done / spent
-        done, t, t_rate = 0, time.perf_counter(), timer()
-        while time.perf_counter() - t < seconds:
-            done += limit()
-        rates.append(mine)
-        ratios.append(mine / (done / (timer() - t_rate)))
-    per = ", ".join(f"{r:.2f}" for r in ratios)
-    print(
-        f"{label} sampling {case}: ours {statistics.median(rates):.0f} env steps/s, "
-        f"ours / limit median {statistics.median(ratios):.2f} ({per})",
-        flush=True,
-    )
+    _alternate(f"{label} sampling {case}", "limit", ours, limit, seconds, rounds, timer)
     engine.close()
     env.close()
 
@@ -167,27 +174,7 @@ def _raystep_case(c, rs, build_run, floor_stepper, label: str, case: str, second
         engine.buffer.clear()  # untimed
         return steps, dt
 
-    ours()
-    floor()
-    ratios, rates = [], []
-    for _ in range(rounds):
-        done = spent = 0.0
-        t = time.perf_counter()
-        while time.perf_counter() - t < seconds:
-            got, dt = ours()
-            done, spent = done + got, spent + dt
-        mine = done / spent
-        done, t = 0, time.perf_counter()
-        while time.perf_counter() - t < seconds:
-            done += floor()
-        rates.append(mine)
-        ratios.append(mine / (done / (time.perf_counter() - t)))
-    per = ", ".join(f"{r:.2f}" for r in ratios)
-    print(
-        f"{label} raystep {case}: ours {statistics.median(rates):.0f} env steps/s, "
-        f"ours / Ray floor median {statistics.median(ratios):.2f} ({per})",
-        flush=True,
-    )
+    _alternate(f"{label} raystep {case}", "Ray floor", ours, floor, seconds, rounds)
     engine.close()
     stop()
 
