@@ -177,7 +177,7 @@ def mlp_act(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     for a network with nothing to fold.
     """
     if (
-        not (_fold if _fold is not None else fold_pays())
+        not fold_pays()
         or torch.is_grad_enabled()
         or x.dim() != 2
         or x.shape[0] < MIN_ROWS

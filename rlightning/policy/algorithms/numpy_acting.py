@@ -1,4 +1,4 @@
-"""Acting through numpy: an `mlp`'s forward pass, log-softmax and categorical draw without torch ops.
+"""Acting through numpy: an `mlp`'s forward pass and a log-softmax without torch ops.
 
 An eval-role copy acts once per env step on a few to a few hundred rows. At that size each torch op
 costs its dispatch (a few microseconds), and in a rollout, where the env's step, the record writes and
