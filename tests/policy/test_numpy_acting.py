@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from rlightning.policy.algorithms import ppo as ppo_module
+from rlightning.policy.algorithms import numpy_acting
 from rlightning.policy.algorithms.networks import ObsEncoder, mlp, mlp_forward
-from rlightning.policy.algorithms.numpy_acting import log_softmax_np, mlp_numpy, rows_of
+from rlightning.policy.algorithms.numpy_acting import categorical_draw_np, log_softmax_np, mlp_numpy, rows_of
 from rlightning.policy.algorithms.ppo import PPOPolicy
 from rlightning.policy.base_policy import PolicyRole
 from rlightning.types import EnvMeta
@@ -79,12 +79,20 @@ def test_the_numpy_copy_follows_every_kind_of_weight_change():
     _close(net, x)
 
 
-def test_log_softmax_and_rows_of():
+def test_log_softmax_and_the_draw_follow_the_distribution():
     logits = np.array([[0.0, 1.0, -1.0, -np.inf]] * 4, np.float32)
     logp = log_softmax_np(logits)
     want = torch.log_softmax(torch.as_tensor(logits), -1).numpy()
     np.testing.assert_allclose(logp[:, :3], want[:, :3], rtol=0, atol=1e-6)
     assert np.isneginf(logp[:, 3]).all()
+    rng = np.random.default_rng(0)
+    draws = np.concatenate([categorical_draw_np(logp, rng) for _ in range(50_000)])
+    assert draws.dtype == np.int64
+    freq = np.bincount(draws, minlength=4) / draws.size
+    np.testing.assert_allclose(freq, np.exp(want[0]), atol=0.005)  # 200k draws: sd of a frequency below 0.0011
+    assert freq[3] == 0.0  # probability 0: never drawn
+    rows = np.stack([categorical_draw_np(logp, rng) for _ in range(2000)])
+    assert len({tuple(r) for r in rows}) > 40  # the rows draw apart (3^4 combinations)
     np.testing.assert_array_equal(rows_of(logp, np.array([0, 1, 2, 0])), logp[[0, 1, 2, 3], [0, 1, 2, 0]])
 
 
@@ -113,8 +121,8 @@ def _ppo(role=PolicyRole.EVAL, seed: int = 0, **cfg) -> PPOPolicy:
 @pytest.mark.parametrize("norm_obs", [False, True])
 def test_ppo_eval_copies_act_in_numpy_as_the_learner_would_in_torch(monkeypatch, norm_obs):
     calls = []
-    real = ppo_module.mlp_numpy
-    monkeypatch.setattr(ppo_module, "mlp_numpy", lambda net, x: calls.append(net) or real(net, x))
+    real = numpy_acting.mlp_numpy
+    monkeypatch.setattr(numpy_acting, "mlp_numpy", lambda net, x: calls.append(net) or real(net, x))
     learner, copy = _ppo(PolicyRole.TRAIN, norm_obs=norm_obs), _ppo(norm_obs=norm_obs)
     obs = env_ret("e", num_envs=256, seed=3).observation * 3
     if norm_obs:
@@ -138,9 +146,26 @@ def test_ppo_eval_copies_act_in_numpy_as_the_learner_would_in_torch(monkeypatch,
     assert not calls  # the learner acts with the torch networks it trains
 
 
+def test_the_draw_repeats_itself_for_a_seed():
+    logp = log_softmax_np(np.random.default_rng(3).standard_normal((16, 5)).astype(np.float32))
+    a = [categorical_draw_np(logp, np.random.default_rng(7)) for _ in range(2)]
+    np.testing.assert_array_equal(a[0], a[1])
+    assert not np.array_equal(categorical_draw_np(logp, np.random.default_rng(8)), a[0])
+
+
+def test_ppo_copies_draw_from_their_seeded_generator():
+    obs = env_ret("e", num_envs=64, seed=3).observation
+    copies = [_ppo(seed=s) for s in (5, 5, 6)]
+    runs = [[c.compute_actions(obs)["action"] for _ in range(3)] for c in copies]
+    for a, b in zip(runs[0], runs[1]):
+        np.testing.assert_array_equal(a, b)  # one seed, one stream of draws
+    assert not np.array_equal(runs[0][0], runs[0][1])  # the stream moves on between calls
+    assert not all(np.array_equal(a, b) for a, b in zip(runs[0], runs[2]))  # another seed, other draws
+
+
 def test_ppo_copies_act_in_torch_where_numpy_has_no_form(monkeypatch):
     calls = []
-    monkeypatch.setattr(ppo_module, "mlp_numpy", lambda net, x: calls.append(net))
+    monkeypatch.setattr(numpy_acting, "mlp_numpy", lambda net, x: calls.append(net))
     policy = PPOPolicy(PolicyConfig(hidden_sizes=[16]), role_type=PolicyRole.EVAL)
     policy.setup(EnvMeta("Toy-1", gym.spaces.Discrete(3), gym.spaces.Discrete(5), 4), seed=0)
     out = policy.compute_actions(np.array([0, 1, 2, 4]))  # one-hot observations: the torch encoder

@@ -1,4 +1,4 @@
-"""Acting through numpy: an `mlp`'s forward pass and a log-softmax without torch ops.
+"""Acting through numpy: an `mlp`'s forward pass, a log-softmax and a categorical draw without torch ops.
 
 An eval-role copy acts once per env step on a few to a few hundred rows. At that size each torch op
 costs its dispatch (a few microseconds), and in a rollout, where the env's step, the record writes and
@@ -9,12 +9,12 @@ forward pass in numpy (one ``@``, one bias add and one in-place activation per l
 in a tight loop and much less in the rollout (175 us), and the log-softmax is a handful of ufuncs. It is the
 same function up to float rounding (float32 products in another order).
 
-The categorical draw stays torch's (`rlightning.policy.algorithms.networks.categorical_draw` on the numpy
-log-probabilities, a view). The same Gumbel-max draw from numpy's own generator would be faster still in the
-rollout, but with it APPO on CartPole learned worse at 100k env steps (seeds 11-18: mean evaluation 322
-with the copy's seeded generator, 374 with an unseeded one, against 454 with torch's draw, the numpy
-forward pass in all three), for a reason not found; with torch's draw the draws come from the stream the
-torch path draws from.
+The categorical draw is the Gumbel-max draw of `rlightning.policy.algorithms.networks.categorical_draw`
+with the copy's own numpy generator (``np_rng``, seeded in `BasePolicy.setup` beside torch's), so no torch
+op is left on the acting path. Learning does not tell the two draws apart: over seeds 1-40, APPO on CartPole
+evaluated at 377 +- 22 (numpy's draw) and 390 +- 20 (torch's) at 100k env steps, and PPO
+(``cartpole_ppo_fast``) solved at a mean of 31.9k and 32.1k env steps (``benchmarks/README.md``, ninth
+session).
 
 `mlp_numpy` keeps a numpy copy of each network's weights (``W.T`` contiguous, float32), rebuilt when
 the network's weights change: the version counters `rlightning.policy.algorithms.acting_mlp` reads
@@ -25,7 +25,7 @@ float32, no hooks) have one; for anything else it returns None and the caller ac
 from __future__ import annotations
 
 import weakref
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from torch.nn.modules import module as _module
 
 from rlightning.policy.algorithms.acting_mlp import DerivedOps, derived_ops
 
-__all__ = ["log_softmax_np", "mlp_numpy", "numpy_ops", "rows_of"]
+__all__ = ["act_categorical_np", "categorical_draw_np", "log_softmax_np", "mlp_numpy", "numpy_ops", "rows_of"]
 
 _NUMPY: weakref.WeakKeyDictionary[nn.Module, DerivedOps] = weakref.WeakKeyDictionary()
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
@@ -106,3 +106,44 @@ def log_softmax_np(logits: np.ndarray) -> np.ndarray:
 def rows_of(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``values[i, index[i]]`` for every row ``i`` of ``values`` ``[rows, K]``."""
     return np.take_along_axis(values, index[:, None], axis=-1)[:, 0]
+
+
+def categorical_draw_np(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One draw per row of the categorical distributions with log-probabilities ``logp`` ``[rows, K]``.
+
+    The Gumbel-max draw with numpy's generator ``rng``: the argmax of ``logp - log(-log(u))``, ``u`` uniform
+    in (0, 1). An action of probability 0 (``logp`` ``-inf``) is never drawn. Returns int64 ``[rows]``.
+    """
+    u = rng.random(logp.shape, dtype=np.float32 if logp.dtype == np.float32 else np.float64)
+    np.maximum(u, np.finfo(u.dtype).tiny, out=u)  # random() can return 0.0
+    np.log(u, out=u)
+    np.negative(u, out=u)
+    np.log(u, out=u)  # log(-log(u)): minus a standard Gumbel sample
+    return np.argmax(logp - u, axis=-1).astype(np.int64, copy=False)
+
+
+def act_categorical_np(
+    features: Optional[np.ndarray],
+    actor: nn.Module,
+    critic: nn.Module,
+    deterministic: bool,
+    rng: np.random.Generator,
+) -> Optional[Dict[str, Any]]:
+    """An actor-critic's acting step in numpy: ``action`` (from 0), ``log_prob`` and ``value``, each ``[rows]``.
+
+    ``features``: the encoder's numpy features ``[rows, in]`` (None: it has none). The action is the mode
+    when ``deterministic``, else a draw from ``rng``. None where a network has no numpy copy (`mlp_numpy`):
+    then the caller acts in torch.
+    """
+    if features is None:
+        return None
+    value = mlp_numpy(critic, features)
+    logits = mlp_numpy(actor, features) if value is not None else None
+    if logits is None:
+        return None
+    logp = log_softmax_np(logits)
+    if deterministic:
+        sample = logp.argmax(axis=-1).astype(np.int64, copy=False)
+    else:
+        sample = categorical_draw_np(logp, rng)
+    return {"action": sample, "log_prob": rows_of(logp, sample), "value": value.reshape(-1)}

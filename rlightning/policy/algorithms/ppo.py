@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from rlightning.policy.algorithms import numpy_acting
 from rlightning.policy.algorithms.acting_mlp import call_module, mlp_act
 from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_forward
-from rlightning.policy.algorithms.numpy_acting import log_softmax_np, mlp_numpy, rows_of
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
@@ -271,27 +271,19 @@ class PPOPolicy(BasePolicy):
         return out
 
     def _act_numpy(self, obs: Any, deterministic: bool) -> Optional[Dict[str, np.ndarray]]:
-        """`compute_actions` of a discrete policy in numpy (`rlightning.policy.algorithms.numpy_acting`: the
-        same function up to float rounding; the draw is torch's Gumbel-max draw on the numpy log-probabilities);
-        None where the encoder or a head has no numpy form (then torch acts)."""
+        """`compute_actions` of a discrete policy in numpy (`numpy_acting.act_categorical_np`: the same function
+        up to float rounding, its draws from the copy's generator); None where the encoder or a head has no numpy
+        form (then torch acts)."""
         features = getattr(self.encoder, "numpy_features", None)
-        x = features(obs) if features is not None else None
-        if x is None:
-            return None
-        value = mlp_numpy(self.critic, x)
-        logits = mlp_numpy(self.actor, x) if value is not None else None
-        if logits is None:
-            return None
-        logp = log_softmax_np(logits)
-        if deterministic:
-            sample = logp.argmax(axis=-1).astype(np.int64, copy=False)
-        else:  # the draw stays torch's (its generator, as the torch path draws): see numpy_acting's docstring
-            sample = categorical_draw(torch.from_numpy(logp)).numpy()
-        return {
-            "log_prob": rows_of(logp, sample),
-            "value": value.reshape(-1),
-            "action": sample if self.action_start == 0 else sample + self.action_start,
-        }
+        rng = getattr(self, "np_rng", None)
+        if rng is None:  # a copy set up without a seed
+            rng = self.np_rng = np.random.default_rng()
+        out = numpy_acting.act_categorical_np(
+            features(obs) if features is not None else None, self.actor, self.critic, deterministic, rng
+        )
+        if out is not None and self.action_start != 0:
+            out["action"] = out["action"] + self.action_start
+        return out
 
     def _core_step(self, x: torch.Tensor):
         """One core step on features ``x``; the state before it (and ``is_init``) as numpy record extras."""
