@@ -140,7 +140,6 @@ class IMPALAPolicy(PPOPolicy):
         """None: V-trace is computed by the learner, with its current weights, not by the buffer."""
         return None
 
-    @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """PPO's actions, ``log_prob`` and ``value``, plus ``policy_version`` (this policy's weight version)."""
         out = super().compute_actions(obs, deterministic=deterministic)

@@ -1,4 +1,4 @@
-"""Acting through numpy: an `mlp`'s forward pass, a log-softmax and a categorical draw without torch ops.
+"""Acting through numpy: an `mlp`'s forward pass, a categorical draw and its log-probability without torch ops.
 
 An eval-role copy acts once per env step on a few to a few hundred rows. At that size each torch op
 costs its dispatch (a few microseconds), and in a rollout, where the env's step, the record writes and
@@ -6,15 +6,15 @@ Ray's calls run between two forward passes, the dispatcher's code and data are c
 ``compute_actions`` on 8 CartPole rows took 72 us of CPU in a tight loop and 270 us per call in the
 per-step Ray rollout (the same process, the same calls, measured with ``time.thread_time``). The same
 forward pass in numpy (one ``@``, one bias add and one in-place activation per layer) costs about as much
-in a tight loop and much less in the rollout (175 us), and the log-softmax is a handful of ufuncs. It is the
-same function up to float rounding (float32 products in another order).
+in a tight loop and much less in the rollout (175 us), and the draw and its log-probability are a handful of
+ufuncs. It is the same function up to float rounding (float32 products in another order).
 
 The categorical draw is the Gumbel-max draw of `rlightning.policy.algorithms.networks.categorical_draw`
-with the copy's own numpy generator (``np_rng``, seeded in `BasePolicy.setup` beside torch's), so no torch
-op is left on the acting path. Learning does not tell the two draws apart: over seeds 1-40, APPO on CartPole
-evaluated at 377 +- 22 (numpy's draw) and 390 +- 20 (torch's) at 100k env steps, and PPO
-(``cartpole_ppo_fast``) solved at a mean of 31.9k and 32.1k env steps (``benchmarks/README.md``, ninth
-session).
+(on the logits, with ``rng.gumbel``) from the copy's own numpy generator (``np_rng``, seeded in
+`BasePolicy.setup` beside torch's), so no torch op is left on the acting path. Learning does not tell the
+two draws apart: over seeds 1-40, APPO on CartPole evaluated at 377 +- 22 (numpy's draw) and 390 +- 20
+(torch's) at 100k env steps, and PPO (``cartpole_ppo_fast``) solved at a mean of 31.9k and 32.1k env steps
+(``benchmarks/README.md``, ninth session).
 
 `mlp_numpy` keeps a numpy copy of each network's weights (``W.T`` contiguous, float32), rebuilt when
 the network's weights change: the version counters `rlightning.policy.algorithms.acting_mlp` reads
@@ -34,7 +34,7 @@ from torch.nn.modules import module as _module
 
 from rlightning.policy.algorithms.acting_mlp import DerivedOps, derived_ops
 
-__all__ = ["act_categorical_np", "categorical_draw_np", "log_softmax_np", "mlp_numpy", "numpy_ops", "rows_of"]
+__all__ = ["act_categorical_np", "categorical_draw_np", "mlp_numpy", "numpy_ops", "rows_of"]
 
 _NUMPY: weakref.WeakKeyDictionary[nn.Module, DerivedOps] = weakref.WeakKeyDictionary()
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
@@ -96,30 +96,26 @@ def mlp_numpy(net: nn.Module, x: np.ndarray) -> Optional[np.ndarray]:
     return h
 
 
-def log_softmax_np(logits: np.ndarray) -> np.ndarray:
-    """Log-probabilities of the categorical distributions with ``logits`` ``[rows, K]`` (a new array)."""
-    z = logits - logits.max(axis=-1, keepdims=True)
-    z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
-    return z
+_ROWS = np.arange(0, dtype=np.intp)  # 0..n-1, grown on demand (rows_of's row index)
 
 
 def rows_of(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``values[i, index[i]]`` for every row ``i`` of ``values`` ``[rows, K]``."""
-    return np.take_along_axis(values, index[:, None], axis=-1)[:, 0]
+    global _ROWS
+    n = values.shape[0]
+    if _ROWS.shape[0] < n:
+        _ROWS = np.arange(max(n, 2 * _ROWS.shape[0]), dtype=np.intp)
+    return values[_ROWS[:n], index]
 
 
-def categorical_draw_np(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One draw per row of the categorical distributions with log-probabilities ``logp`` ``[rows, K]``.
+def categorical_draw_np(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One draw per row of the categorical distributions with logits (or log-probabilities) ``[rows, K]``.
 
-    The Gumbel-max draw with numpy's generator ``rng``: the argmax of ``logp - log(-log(u))``, ``u`` uniform
-    in (0, 1). An action of probability 0 (``logp`` ``-inf``) is never drawn. Returns int64 ``[rows]``.
+    The Gumbel-max draw with numpy's generator ``rng``: the argmax of ``logits + g``, ``g`` standard Gumbel
+    samples (``rng.gumbel``, always finite). An action of probability 0 (``-inf``) is never drawn. Returns
+    int64 ``[rows]``.
     """
-    u = rng.random(logp.shape, dtype=np.float32 if logp.dtype == np.float32 else np.float64)
-    np.maximum(u, np.finfo(u.dtype).tiny, out=u)  # random() can return 0.0
-    np.log(u, out=u)
-    np.negative(u, out=u)
-    np.log(u, out=u)  # log(-log(u)): minus a standard Gumbel sample
-    return np.argmax(logp - u, axis=-1).astype(np.int64, copy=False)
+    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1).astype(np.int64, copy=False)
 
 
 def act_categorical_np(
@@ -141,9 +137,12 @@ def act_categorical_np(
     logits = mlp_numpy(actor, features) if value is not None else None
     if logits is None:
         return None
-    logp = log_softmax_np(logits)
+    # The draw and the mode need no normalisation; the log-probability only the chosen entry's.
     if deterministic:
-        sample = logp.argmax(axis=-1).astype(np.int64, copy=False)
+        sample = logits.argmax(axis=-1).astype(np.int64, copy=False)
     else:
-        sample = categorical_draw_np(logp, rng)
-    return {"action": sample, "log_prob": rows_of(logp, sample), "value": value.reshape(-1)}
+        sample = categorical_draw_np(logits, rng)
+    z = logits - logits.max(axis=-1, keepdims=True)
+    log_prob = rows_of(z, sample)
+    log_prob -= np.log(np.exp(z).sum(axis=-1))
+    return {"action": sample, "log_prob": log_prob, "value": value.reshape(-1)}

@@ -216,7 +216,6 @@ class PPOPolicy(BasePolicy):
         entropy = -(clamped * logp_all.exp()).sum(-1)
         return logp, entropy, value
 
-    @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """Sample (or take the mode of) the action distribution; also ``log_prob`` and ``value``.
 
@@ -231,6 +230,11 @@ class PPOPolicy(BasePolicy):
             out = self._act_numpy(obs, deterministic)
             if out is not None:
                 return out
+        with torch.no_grad():  # here, not as a decorator: the numpy path above would pay for it every step
+            return self._act_torch(obs, deterministic)
+
+    def _act_torch(self, obs: np.ndarray, deterministic: bool) -> Dict[str, np.ndarray]:
+        """`compute_actions` in torch (under ``no_grad``)."""
         x = call_module(self.encoder, obs_to_tensor(obs, self.device))
         recurrent, x_vf = None, x
         if getattr(self, "core", None) is not None:
