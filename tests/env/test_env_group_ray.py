@@ -109,6 +109,16 @@ def test_step_async_collects_whatever_is_ready(remote_group):
     assert len(remote_group.collect_async(timeout=0)) == 0
 
 
+def test_collect_async_gathers_the_other_ready_steps_only_when_asked(remote_group, ray_runtime):
+    for gather, sizes in ((True, [2]), (False, [1, 1])):
+        rets = remote_group.reset(seed=0)
+        remote_group.step_async(_resps(rets))
+        ray_runtime.wait(list(remote_group._inflight), num_returns=2)  # both steps done before collecting
+        got = [len(remote_group.collect_async(min_ready=1, gather_ready=gather)) for _ in sizes]
+        assert got == sizes
+        assert len(remote_group.collect_async(timeout=0)) == 0
+
+
 def test_killed_env_actors_are_restarted(remote_group, ray_runtime):
     group = remote_group
     restarts_before = group.stats()["restarts"]
