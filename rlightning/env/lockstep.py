@@ -14,7 +14,7 @@ own process, side by side).
 from __future__ import annotations
 
 import time
-from typing import Any, List, Sequence
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
@@ -41,6 +41,16 @@ def can_step_together(workers: Sequence[Any]) -> bool:
     return len(shapes) == 1
 
 
+def _rows_plan(active: Sequence[Any]) -> Tuple[List[tuple], int]:
+    """Per (worker, run) of ``active``: its rows of the batch (a slice) and its share of them; and the total."""
+    total = sum(w.num_envs for w, _ in active)
+    plan, start = [], 0
+    for w, run in active:
+        plan.append((w, run, slice(start, start + w.num_envs), w.num_envs / max(total, 1)))
+        start += w.num_envs
+    return plan, total
+
+
 def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResult]:
     """Collect ``num_steps`` steps in every worker with one forward pass per step (see `can_step_together`).
 
@@ -53,28 +63,29 @@ def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResu
     runs = [w.start_rollout(num_steps) for w in workers]
     active = list(zip(workers, runs))
     clock = time.perf_counter
+    plan, total = _rows_plan(active)
     for _ in range(runs[0].num_steps):
         if not active:
             break
-        sizes = [w.num_envs for w, _ in active]
-        total = float(sum(sizes))
         t0 = clock()
         obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
         try:
             out = policy.compute_actions(obs, deterministic=policy.deterministic)
             if count is not None:
-                count(int(total))
+                count(total)
         except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
             caller_error(err)
             raise
         spent = clock() - t0
-        still, start = [], 0
-        for (w, run), n in zip(active, sizes):
-            run.inference += spent * n / total
-            if w.step_rollout(run, {k: v[start : start + n] for k, v in out.items()}):
-                still.append((w, run))
-            start += n
-        active = still
+        items = out.items()
+        dropped = False
+        for w, run, rows, share in plan:
+            run.inference += spent * share
+            if not w.step_rollout(run, {k: v[rows] for k, v in items}):
+                dropped = True
+        if dropped:  # a worker whose env raised stops there; the others go on
+            active = [(w, run) for w, run in active if run.error is None]
+            plan, total = _rows_plan(active)
     if active and "value" in out:  # the value of each last next.obs: its bootstrap
         obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
         value = policy.compute_actions(obs, deterministic=True)["value"]

@@ -426,7 +426,13 @@ class RolloutWorker:
         except (KeyError, TypeError, ValueError) as err:
             caller_error(err)
             raise
-        if (term.any() or trunc.any()) if type(term) is np.ndarray else np.any(term) or np.any(trunc):
+        if type(term) is np.ndarray and type(trunc) is np.ndarray and type(run.writer) is RecordWriter:
+            done = term | trunc
+            if done.any():
+                returns, lengths = episode_report(env_ret, done)
+                run.result.episode_returns.extend(returns)
+                run.result.episode_lengths.extend(lengths)
+        elif np.any(term) or np.any(trunc):
             returns, lengths = episode_report(env_ret)
             run.result.episode_returns.extend(returns)
             run.result.episode_lengths.extend(lengths)

@@ -82,18 +82,29 @@ class EpisodeTracker:
         return {"env_steps": self.steps, "episodes": self.episodes}
 
 
-def episode_report(env_ret: Any) -> Tuple[List[float], List[int]]:
-    """Final (returns, lengths) of the episodes an `EnvRet` closes (its done rows); empty lists if none."""
-    done = done_mask(env_ret.last_terminated, env_ret.last_truncated)
-    if not np.any(done):
+def episode_report(env_ret: Any, done: Optional[np.ndarray] = None) -> Tuple[List[float], List[int]]:
+    """Final (returns, lengths) of the episodes an `EnvRet` closes (its done rows); empty lists if none.
+
+    ``done``: its done flags when the caller has them (a bool array ``[N]``); computed here otherwise.
+    """
+    if done is None:
+        done = done_mask(env_ret.last_terminated, env_ret.last_truncated)
+        if not np.any(done):
+            return [], []
+    info = env_ret.info
+    if type(info) is not dict:
         return [], []
-    info = env_ret.info if isinstance(env_ret.info, dict) else {}
     ret = info.get("episode_return")
     length = info.get("episode_length")
     if ret is None or length is None:
         return [], []
-    done = np.asarray(done, dtype=bool).reshape(-1)
-    return np.asarray(ret).reshape(-1)[done].tolist(), np.asarray(length).reshape(-1)[done].tolist()
+    if type(done) is not np.ndarray or done.dtype != bool or done.ndim != 1:
+        done = np.asarray(done, dtype=bool).reshape(-1)
+    if type(ret) is not np.ndarray or ret.ndim != 1:
+        ret = np.asarray(ret).reshape(-1)
+    if type(length) is not np.ndarray or length.ndim != 1:
+        length = np.asarray(length).reshape(-1)
+    return ret[done].tolist(), length[done].tolist()
 
 
 class EpisodeIds:
