@@ -149,7 +149,8 @@ class ControlPanel:
             "stop": w.Button(description="Stop", tooltip="stop after the current phase", layout=lay),
             "play": w.Button(description="Play episode", tooltip="run.record(episodes=1): a video", layout=lay),
         }
-        self.n_field = w.BoundedIntText(value=50, min=1, max=1_000_000, description="N", layout=w.Layout(width="130px"))
+        self.n_field = w.BoundedIntText(value=50, min=1, max=1_000_000, description="N", layout=w.Layout(width="170px"))
+        self.n_field.add_class("rl-run-n")
         for name, button in self.buttons.items():
             button.add_class(f"rl-btn-{name}")
             button.on_click(lambda _b, name=name: self.press(name))

@@ -172,11 +172,13 @@ PANEL_CELLS = [
     "lab = Lab.local(num_cpus=4, log_to_driver=False)\n"
     "cfg = load_preset('cartpole_ppo')\n"
     "cfg.cluster.remote_env = False\n"
-    "cfg.train.iterations = 400\n"
+    "cfg.train.iterations = 100_000\n"
     "cfg.train.target_return = None\n"
     "run = lab.build(cfg)",
     "run.show()",
 ]
+
+RUN_N = 5000  # the Run N field's value in the panel test
 
 READ_PANEL = """() => {
   const one = (sel) => { const e = document.querySelector(sel); return e ? e.textContent.trim() : null; };
@@ -262,6 +264,11 @@ def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
             state = _wait_panel(page, lambda s: _settled(s, "done") and _it(s) == 1, "one step done")
             assert "finished 1 iteration(s), at iteration 1" in state["status"]
 
+            # N well past what the clicks below take (at about 70 ms an iteration, Run N's default 50 were over
+            # before Pause and Resume had been clicked); Stop ends the run.
+            n_field = page.locator(".rlightning-panel .rl-run-n input").first
+            n_field.fill(str(RUN_N))
+            n_field.press("Enter")
             page.locator(".rl-btn-run").first.click()
             state = _wait_panel(page, lambda s: s["state"] == "running" and _it(s) >= 4, "a run going")
             page.wait_for_timeout(2500)  # a chart redraw
@@ -281,7 +288,7 @@ def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
             page.locator(".rl-btn-stop").first.click()
             state = _wait_panel(page, lambda s: _settled(s, "stopped"), "stopped")
             stopped_at = _it(state)
-            assert state["status"] == f"stopped at iteration {stopped_at}" and paused_at < stopped_at < 51
+            assert state["status"] == f"stopped at iteration {stopped_at}" and paused_at < stopped_at < 1 + RUN_N
             assert state["chart"], "the charts image is in the panel"
 
             page.locator(".rl-btn-play").first.click()
