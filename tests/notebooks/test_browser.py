@@ -103,10 +103,7 @@ def test_quickstart_widgets_render_and_update_in_jupyterlab(tmp_path):
             page.on("pageerror", lambda e: console_errors.append(f"page error: {e}"))
             page.goto(f"{server.url}/lab/tree/{target.name}?token={server.token}", timeout=180_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)
-            deadline = time.time() + 180
-            while not server.kernel_states() or any(s != "idle" for s in server.kernel_states()):
-                assert time.time() < deadline, f"the kernel did not become idle: {server.log_tail()}"
-                time.sleep(1)
+            _wait_kernel_idle(server)
             # Outputs stored in the notebook must not count: clear them before running.
             page.locator(".lm-MenuBar-itemLabel", has_text="Edit").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Clear Outputs of All Cells").first.click(timeout=10_000)
@@ -202,6 +199,17 @@ def _panel_notebook(path: Path) -> None:
     nbformat.write(nb, str(path))
 
 
+def _wait_kernel_idle(server, timeout_s: float = 180) -> None:
+    """Until the server lists a kernel and every kernel it lists is idle (one listing per look)."""
+    deadline = time.time() + timeout_s
+    while True:
+        states = server.kernel_states()
+        if states and all(s == "idle" for s in states):
+            return
+        assert time.time() < deadline, f"the kernel did not become idle: {server.log_tail()}"
+        time.sleep(1)
+
+
 def _wait_panel(page, predicate, what: str, timeout_s: float = 300) -> Dict:
     deadline = time.time() + timeout_s
     state: Dict = {}
@@ -252,10 +260,7 @@ def test_control_panel_buttons_drive_the_run_in_jupyterlab(tmp_path):
             page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
             page.goto(f"{server.url}/lab/tree/{target.name}?token={server.token}", timeout=180_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)
-            deadline = time.time() + 180
-            while not server.kernel_states() or any(s != "idle" for s in server.kernel_states()):
-                assert time.time() < deadline, f"the kernel did not become idle: {server.log_tail()}"
-                time.sleep(1)
+            _wait_kernel_idle(server)
             _run_all_cells(page)
             state = _wait_panel(page, lambda s: s["panels"] >= 1 and _it(s) == 0, "the panel at iteration 0")
             assert state["panels"] == 1, "run.show() as the last expression displays the panel once"

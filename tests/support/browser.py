@@ -51,8 +51,19 @@ class LabServer(NamedTuple):
             return json.loads(resp.read().decode())
 
     def kernel_states(self) -> List[str]:
-        """Execution states of the server's kernels (``idle``, ``busy``, ``starting``)."""
-        return [k.get("execution_state", "?") for k in self.api("/api/kernels")]
+        """Execution states of the server's kernels (``idle``, ``busy``, ``starting``); empty while the server
+        cannot list them yet.
+
+        jupyter_server answers ``/api/kernels`` with a 500 when it is asked while a kernel is being started (the
+        new kernel has no ``last_activity`` yet); the callers poll, so that answer counts as "no kernel yet".
+        """
+        try:
+            kernels = self.api("/api/kernels")
+        except urllib.error.HTTPError as err:
+            if err.code >= 500:
+                return []
+            raise
+        return [k.get("execution_state", "?") for k in kernels]
 
     def log_tail(self, n: int = 3000) -> str:
         """The end of the server's log, for failure messages."""
