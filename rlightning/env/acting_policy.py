@@ -28,6 +28,11 @@ class ActingPolicy(Protocol):
     """The calls an env worker (and the group's lock-step collection) makes on its policy copy.
 
     `rlightning.policy.BasePolicy` conforms; so may any object with these members.
+
+    Optional: a copy whose ``values_after_rollout`` is True also takes ``compute_actions(obs, deterministic,
+    with_value=False)`` (no ``value`` in its outputs) and has ``compute_values(obs) -> [rows]``; a worker acting
+    straight through ``compute_actions`` then asks it for the values of all its rollout's observations at once
+    when the rollout ends (`rlightning.policy.algorithms.ppo.PPOPolicy`: the critic in blocks, not per step).
     """
 
     weight_version: int

@@ -64,13 +64,19 @@ def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResu
     active = list(zip(workers, runs))
     clock = time.perf_counter
     plan, total = _rows_plan(active)
+    defer = all(run.defer_value for run in runs)  # the values of every observation when the rollout ends
+    for run in runs:
+        run.defer_value = defer
     for _ in range(runs[0].num_steps):
         if not active:
             break
         t0 = clock()
         obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
         try:
-            out = policy.compute_actions(obs, deterministic=policy.deterministic)
+            if defer:
+                out = policy.compute_actions(obs, deterministic=policy.deterministic, with_value=False)
+            else:
+                out = policy.compute_actions(obs, deterministic=policy.deterministic)
             if count is not None:
                 count(total)
         except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
@@ -86,7 +92,12 @@ def collect_together(workers: Sequence[Any], num_steps: int) -> List[RolloutResu
         if dropped:  # a worker whose env raised stops there; the others go on
             active = [(w, run) for w, run in active if run.error is None]
             plan, total = _rows_plan(active)
-    if active and "value" in out:  # the value of each last next.obs: its bootstrap
+    if defer:  # every worker's values, those whose env raised included, with worker 0's copy
+        for w, run in zip(workers, runs):
+            w.fill_values(run, policy)
+        if count is not None:
+            count(total)
+    elif active and "value" in out:  # the value of each last next.obs: its bootstrap
         obs = np.concatenate([run.env_ret.observation for _, run in active], axis=0)
         value = policy.compute_actions(obs, deterministic=True)["value"]
         if count is not None:

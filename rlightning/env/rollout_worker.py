@@ -113,6 +113,7 @@ class _Rollout:
         "stepping",
         "error",
         "last_value",
+        "defer_value",
     )
 
     def __init__(self, writer: RecordWriter, result: RolloutResult, version: int, env_ret: EnvRet) -> None:
@@ -126,6 +127,7 @@ class _Rollout:
         self.stepping = 0.0
         self.error: Optional[BaseException] = None
         self.last_value: Any = None
+        self.defer_value = False
 
 
 class RolloutWorker:
@@ -348,10 +350,17 @@ class RolloutWorker:
         policy = self._require_policy("collect")
         run = self.start_rollout(num_steps)
         fast, clock, count = self._fast_acting, time.perf_counter, self._count_rollout
+        defer = run.defer_value
         for _ in range(run.num_steps):
             t0 = clock()
             try:
-                if fast:
+                if defer:
+                    out = policy.compute_actions(
+                        run.env_ret.observation, deterministic=policy.deterministic, with_value=False
+                    )
+                    if count is not None:
+                        count(self.num_envs)
+                elif fast:
                     out = policy.compute_actions(run.env_ret.observation, deterministic=policy.deterministic)
                     if count is not None:
                         count(self.num_envs)
@@ -363,7 +372,11 @@ class RolloutWorker:
             run.inference += clock() - t0
             if not self.step_rollout(run, out):
                 break
-        if "value" in out and run.error is None:  # the value of the last next.obs: its bootstrap
+        if defer:
+            self.fill_values(run, policy)
+            if count is not None:
+                count(self.num_envs)
+        elif "value" in out and run.error is None:  # the value of the last next.obs: its bootstrap
             t0 = clock()
             if policy.stateful_acting:  # through the EnvRet: a recurrent policy acts from the state it stands at
                 run.last_value = policy.rollout_batch([run.env_ret])[0].value
@@ -398,7 +411,27 @@ class RolloutWorker:
             caller_error(err)
             raise
         result = RolloutResult(self.env_id, num_steps=num_steps, num_envs=self.num_envs)
-        return _Rollout(writer, result, int(policy.weight_version), env_ret)
+        run = _Rollout(writer, result, int(policy.weight_version), env_ret)
+        run.defer_value = (
+            self._fast_acting
+            and bool(getattr(policy, "values_after_rollout", False))
+            and type(writer) is RecordWriter
+            and type(writer.obs) is np.ndarray
+        )
+        return run
+
+    def fill_values(self, run: _Rollout, policy: Any) -> None:
+        """The values of ``run``'s observations, asked of ``policy`` at once when a rollout that acted without
+        them ends (``run.defer_value``; see ``ActingPolicy``); its bootstraps become ``run.last_value``."""
+        if not run.defer_value or run.steps == 0:
+            return
+        t0 = time.perf_counter()
+        try:
+            run.last_value = run.writer.fill_values(policy.compute_values, run.steps)
+        except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
+            caller_error(err)
+            raise
+        run.inference += time.perf_counter() - t0
 
     def step_rollout(self, run: _Rollout, out: Dict[str, Any]) -> bool:
         """One step of ``run``: act with the policy outputs ``out`` (``action`` and extras, ``[N, ...]``).

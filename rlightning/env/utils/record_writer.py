@@ -16,7 +16,7 @@ never imports them for its rollouts.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 
@@ -123,6 +123,29 @@ class RecordWriter:
         self.reward[:, t] = reward
         self.terminated[:, t] = terminated
         self.truncated[:, t] = truncated
+
+    def fill_values(self, value_fn: Callable[[np.ndarray], Any], steps: int) -> np.ndarray:
+        """Set the ``value`` extra of the first ``steps`` steps to ``value_fn`` of their observations, in one call.
+
+        ``value_fn`` takes ``[rows, ...]`` observations and returns ``[rows]`` values (a policy's
+        ``compute_values``); it is asked about the ``N * (steps + 1)`` observations at once, the last step's
+        next observation included. Returns the values of those next observations ``[N]`` (the bootstraps).
+
+        Raises:
+            ValueError: ``value_fn`` returned another number of values.
+        """
+        n, t = self.num_envs, int(steps)
+        obs = self.obs[:, : t + 1]
+        value = np.asarray(value_fn(obs.reshape((n * (t + 1),) + obs.shape[2:])), dtype=np.float32)
+        if value.size != n * (t + 1):
+            raise ValueError(
+                f"env {self.env_id}: the policy's compute_values returned {value.size} values for {n * (t + 1)} "
+                "observations"
+            )
+        value = value.reshape(n, t + 1)
+        if self.extras is not None:
+            self.extras["value"] = value
+        return value[:, t]
 
     def finish(self, episodes: EpisodeIds, steps: Optional[int] = None, last_value: Any = None) -> Dict[str, Any]:
         """The rollout's arrays (default: all T steps), episode ids taken from ``episodes``; see `arrays_to_record`.

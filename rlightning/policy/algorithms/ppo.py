@@ -216,8 +216,13 @@ class PPOPolicy(BasePolicy):
         entropy = -(clamped * logp_all.exp()).sum(-1)
         return logp, entropy, value
 
-    def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
+    def compute_actions(
+        self, obs: np.ndarray, deterministic: bool = False, with_value: bool = True
+    ) -> Dict[str, np.ndarray]:
         """Sample (or take the mode of) the action distribution; also ``log_prob`` and ``value``.
+
+        ``with_value=False`` leaves ``value`` out (an env worker asks `compute_values` for a whole rollout's
+        observations at once instead, where `values_after_rollout` says it may).
 
         With a recurrent core the outputs also hold the state the step acted from (``recurrent_h``, and
         ``recurrent_c`` for an LSTM) and ``is_init``; called through ``rollout_batch`` (the EnvRets) the state
@@ -227,13 +232,57 @@ class PPOPolicy(BasePolicy):
         (`_act_numpy`); everything else in torch.
         """
         if self.role_type is PolicyRole.EVAL and self.kind == "discrete" and getattr(self, "core", None) is None:
-            out = self._act_numpy(obs, deterministic)
+            out = self._act_numpy(obs, deterministic, with_value)
             if out is not None:
                 return out
         with torch.no_grad():  # here, not as a decorator: the numpy path above would pay for it every step
-            return self._act_torch(obs, deterministic)
+            return self._act_torch(obs, deterministic, with_value)
 
-    def _act_torch(self, obs: np.ndarray, deterministic: bool) -> Dict[str, np.ndarray]:
+    @property
+    def values_after_rollout(self) -> bool:
+        """True when an env worker may act without ``value`` and compute the values of all the rollout's
+        observations when it ends, in blocks (`compute_values`): the same values (the weights do not change
+        within a rollout), without a critic pass per step.
+
+        Only for eval-role copies of this class's own acting (no override of ``compute_actions``), without a
+        recurrent core, whose encoder has no weights of its own (``ObsEncoder``: the critic's pass is all that
+        is repeated). A CNN encoder shared by the actor and the critic would run twice: it acts with the value.
+        """
+        return (
+            type(self).compute_actions is PPOPolicy.compute_actions
+            and self.role_type is PolicyRole.EVAL
+            and getattr(self, "core", None) is None
+            and callable(getattr(self.encoder, "numpy_features", None))
+        )
+
+    def compute_values(self, obs: Any) -> np.ndarray:
+        """The critic's values of a batch of observations ``[B, ...]`` (float32 ``[B]``): what `compute_actions`
+        returns as ``value`` for them, computed ``numpy_acting.VALUE_BLOCK`` rows at a time.
+
+        Raises:
+            ValueError: a policy with a recurrent core (its values depend on the state each step acted from).
+        """
+        if getattr(self, "core", None) is not None:
+            raise ValueError(
+                f"{type(self).__name__}.compute_values: a recurrent policy's values depend on the state each step "
+                "acted from; they come with its actions (compute_actions through rollout_batch)"
+            )
+        if self.role_type is PolicyRole.EVAL:
+            features = self.encoder.numpy_features(obs) if hasattr(self.encoder, "numpy_features") else None
+            if features is not None:
+                value = numpy_acting.values_np(features, self.critic)
+                if value is not None:
+                    return value
+        forward = mlp_act if self.role_type is PolicyRole.EVAL else mlp_forward
+        block = numpy_acting.VALUE_BLOCK
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(obs), block):
+                x = call_module(self.encoder, obs_to_tensor(obs[start : start + block], self.device))
+                out.append(forward(self.critic, x).squeeze(-1).float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+    def _act_torch(self, obs: np.ndarray, deterministic: bool, with_value: bool = True) -> Dict[str, np.ndarray]:
         """`compute_actions` in torch (under ``no_grad``)."""
         x = call_module(self.encoder, obs_to_tensor(obs, self.device))
         recurrent, x_vf = None, x
@@ -244,7 +293,7 @@ class PPOPolicy(BasePolicy):
         # weight sync); the learner acts with the networks it trains (a fused optimizer step writes around the
         # version counter).
         forward = mlp_act if self.role_type is PolicyRole.EVAL else mlp_forward
-        value = forward(self.critic, x_vf).squeeze(-1)
+        value = forward(self.critic, x_vf).squeeze(-1) if with_value else None
         if self.kind == "discrete":
             # The categorical distribution by hand: building a torch Categorical per step (argument
             # checks, a second normalisation) cost as much as the two forward passes on CartPole;
@@ -254,27 +303,26 @@ class PPOPolicy(BasePolicy):
             log_prob = logp_all.gather(-1, sample.unsqueeze(-1)).squeeze(-1)
             out = {
                 "log_prob": log_prob.float().cpu().numpy(),
-                "value": value.float().cpu().numpy(),
                 "action": (sample if self.action_start == 0 else sample + self.action_start).cpu().numpy(),
             }
+            if value is not None:
+                out["value"] = value.float().cpu().numpy()
             if recurrent is not None:
                 out.update(recurrent)
             return out
         dist = self._dist(x)
         sample = self.head.mode(dist) if deterministic else dist.sample()
         log_prob, _ = self._log_prob_entropy(dist, sample)
-        out = {
-            "log_prob": log_prob.float().cpu().numpy(),
-            "value": value.float().cpu().numpy(),
-            "action": self.head.to_env(sample),
-        }
+        out = {"log_prob": log_prob.float().cpu().numpy(), "action": self.head.to_env(sample)}
+        if value is not None:
+            out["value"] = value.float().cpu().numpy()
         if self.kind == "continuous":
             out["raw_action"] = sample.float().cpu().numpy()
         if recurrent is not None:
             out.update(recurrent)
         return out
 
-    def _act_numpy(self, obs: Any, deterministic: bool) -> Optional[Dict[str, np.ndarray]]:
+    def _act_numpy(self, obs: Any, deterministic: bool, with_value: bool = True) -> Optional[Dict[str, np.ndarray]]:
         """`compute_actions` of a discrete policy in numpy (`numpy_acting.act_categorical_np`: the same function
         up to float rounding, its draws from the copy's generator); None where the encoder or a head has no numpy
         form (then torch acts)."""
@@ -283,7 +331,11 @@ class PPOPolicy(BasePolicy):
         if rng is None:  # a copy set up without a seed
             rng = self.np_rng = np.random.default_rng()
         out = numpy_acting.act_categorical_np(
-            features(obs) if features is not None else None, self.actor, self.critic, deterministic, rng
+            features(obs) if features is not None else None,
+            self.actor,
+            self.critic if with_value else None,
+            deterministic,
+            rng,
         )
         if out is not None and self.action_start != 0:
             out["action"] = out["action"] + self.action_start
