@@ -41,7 +41,10 @@ def test_compute_values_are_the_values_compute_actions_gives(meta):
 def test_only_plain_ppo_eval_copies_value_after_the_rollout():
     assert not _copy(DISCRETE_META, role=PolicyRole.TRAIN).values_after_rollout  # the learner acts as it trains
     impala = _copy(DISCRETE_META, PolicyConfig(type="impala", hidden_sizes=[16]), cls=IMPALAPolicy)
-    assert not impala.values_after_rollout  # its own compute_actions
+    assert not impala.values_after_rollout  # its own compute_actions, which values nothing: V-trace does
+    obs = np.zeros((2, 4), dtype=np.float32)
+    assert "value" not in impala.compute_actions(obs) and "policy_version" in impala.compute_actions(obs)
+    assert impala.compute_actions(obs, with_value=True)["value"].shape == (2,)
     recurrent = _copy(DISCRETE_META, PolicyConfig(type="ppo", recurrent="gru", recurrent_size=8, hidden_sizes=[8]))
     assert not recurrent.values_after_rollout
     with pytest.raises(ValueError, match="recurrent policy's values depend on the state"):

@@ -140,9 +140,15 @@ class IMPALAPolicy(PPOPolicy):
         """None: V-trace is computed by the learner, with its current weights, not by the buffer."""
         return None
 
-    def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
-        """PPO's actions, ``log_prob`` and ``value``, plus ``policy_version`` (this policy's weight version)."""
-        out = super().compute_actions(obs, deterministic=deterministic)
+    def compute_actions(
+        self, obs: np.ndarray, deterministic: bool = False, with_value: bool = False
+    ) -> Dict[str, np.ndarray]:
+        """PPO's actions and ``log_prob``, plus ``policy_version`` (this policy's weight version).
+
+        No ``value`` unless asked (``with_value``): V-trace values the observations with the learner's
+        current weights (`vtrace_targets`), so a critic pass per acting step would be thrown away.
+        """
+        out = super().compute_actions(obs, deterministic=deterministic, with_value=with_value)
         out[POLICY_VERSION] = np.full(np.shape(out["action"])[:1], int(self.weight_version), dtype=np.int64)
         return out
 
