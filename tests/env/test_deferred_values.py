@@ -40,6 +40,9 @@ def test_compute_values_are_the_values_compute_actions_gives(meta):
 
 def test_only_plain_ppo_eval_copies_value_after_the_rollout():
     assert not _copy(DISCRETE_META, role=PolicyRole.TRAIN).values_after_rollout  # the learner acts as it trains
+    patched = _copy(DISCRETE_META)
+    patched.compute_actions = lambda obs, deterministic=False: {"action": np.zeros(len(obs), dtype=np.int64)}
+    assert not patched.values_after_rollout  # a replaced compute_actions may not take with_value
     impala = _copy(DISCRETE_META, PolicyConfig(type="impala", hidden_sizes=[16]), cls=IMPALAPolicy)
     assert not impala.values_after_rollout  # its own compute_actions, which values nothing: V-trace does
     obs = np.zeros((2, 4), dtype=np.float32)
@@ -98,3 +101,31 @@ def test_fill_values_writes_the_steps_taken_and_returns_the_bootstraps():
     np.testing.assert_allclose(arrays["next_value"], sums[:, 1:], rtol=1e-6)
     with pytest.raises(ValueError, match=r"env e-0: the policy's compute_values returned 3 values for 8"):
         writer.fill_values(lambda x: np.zeros(3), 3)
+
+
+def test_local_workers_in_lock_step_value_each_workers_rollout_at_its_end(monkeypatch):
+    g = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=3), EnvConfig(name="CartPole-v1", num_envs=2)])
+    metas = g.init()
+    try:
+        g.attach_policy(PPOPolicy, CFG, metas[0], 0)
+        w0, w1 = g.workers.values()
+        g.load_policy_weights(w0.policy.get_weights(), 1)  # synced: the workers step together
+        calls = {0: [], 1: []}
+        for i, w in enumerate((w0, w1)):
+            real = w.policy.compute_values
+            monkeypatch.setattr(
+                w.policy, "compute_values", lambda obs, _r=real, _i=i: calls[_i].append(len(obs)) or _r(obs)
+            )
+        g.reset(seed=2)
+        together = dict(g.collect_rollouts(20))
+        assert calls == {0: [3 * 21, 2 * 21], 1: []}  # worker 0's copy valued each worker's observations once
+        g.reset(seed=2)
+        monkeypatch.setattr(PPOPolicy, "values_after_rollout", property(lambda self: False))
+        per_step = dict(g.collect_rollouts(20))  # a value per step (and the bootstrap), as before
+    finally:
+        g.close()
+    for env_id in g.env_ids:
+        a, b = together[env_id].record, per_step[env_id].record
+        assert torch.equal(a["action"], b["action"])
+        torch.testing.assert_close(a["value"], b["value"], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a["next", "value"], b["next", "value"], rtol=1e-5, atol=1e-5)

@@ -244,12 +244,14 @@ class PPOPolicy(BasePolicy):
         observations when it ends, in blocks (`compute_values`): the same values (the weights do not change
         within a rollout), without a critic pass per step.
 
-        Only for eval-role copies of this class's own acting (no override of ``compute_actions``), without a
+        Only for eval-role copies of this class's own acting (``compute_actions`` neither overridden nor replaced
+        on the instance), without a
         recurrent core, whose encoder has no weights of its own (``ObsEncoder``: the critic's pass is all that
         is repeated). A CNN encoder shared by the actor and the critic would run twice: it acts with the value.
         """
         return (
             type(self).compute_actions is PPOPolicy.compute_actions
+            and "compute_actions" not in self.__dict__  # not replaced on the instance either
             and self.role_type is PolicyRole.EVAL
             and getattr(self, "core", None) is None
             and callable(getattr(self.encoder, "numpy_features", None))
