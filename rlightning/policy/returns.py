@@ -17,7 +17,7 @@ and by algorithms that compute returns where they train (IMPALA's V-trace).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -43,20 +43,68 @@ def _as_float(name: str, x: Any, like: Optional[torch.Tensor] = None) -> torch.T
     return t.to(torch.float64)
 
 
+def _loop_1d(d: List[float], c: List[float]) -> List[float]:
+    """``out[t] = d[t] + c[t] * out[t + 1]`` (``out[n] = 0``) over plain floats."""
+    acc = 0.0
+    res = [0.0] * len(d)
+    for t in range(len(d) - 1, -1, -1):
+        acc = d[t] + c[t] * acc
+        res[t] = acc
+    return res
+
+
+_SCAN_BLOCK = 32
+"""Rows per block of `_scan_1d`; sequences up to ``32 * _SCAN_BLOCK`` rows run `_loop_1d` instead (a loop
+over plain floats is faster there: 20 us for 300 rows against 50 us in blocks; 0.57 ms against 0.12 ms for
+8192 rows, 5.4 ms against 0.47 ms for 65536)."""
+
+
+def _scan_1d(d: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``out[t] = d[t] + c[t] * out[t + 1]`` (``out[n] = 0``) for float64 ``[n]`` arrays, in blocks.
+
+    The sequence is cut into blocks of ``_SCAN_BLOCK`` rows. One backward loop over a block's rows, run for
+    every block at once (numpy ops on ``[blocks]`` rows), gives each row's sum within its block (``res``) and
+    the product of the coefficients from it to its block's end (``prod``); the true value is then
+    ``res + prod * out[start of the next block]``, and those starts are the same recursion over the blocks'
+    first rows (solved the same way). The products are of coefficients in ``[0, 1]`` (discounts, traces),
+    so nothing overflows.
+    """
+    n, block = d.shape[0], _SCAN_BLOCK
+    if n <= 32 * block:
+        return np.asarray(_loop_1d(d.tolist(), c.tolist()), dtype=np.float64)
+    blocks = -(-n // block)
+    pad = blocks * block - n
+    if pad:
+        d = np.concatenate([d, np.zeros(pad)])
+        c = np.concatenate([c, np.zeros(pad)])
+    d2 = np.ascontiguousarray(d.reshape(blocks, block).T)  # [block, blocks]: row j of every block, contiguous
+    c2 = np.ascontiguousarray(c.reshape(blocks, block).T)
+    res, prod = np.empty_like(d2), np.empty_like(c2)
+    res[-1], prod[-1] = d2[-1], c2[-1]
+    for j in range(block - 2, -1, -1):
+        np.multiply(c2[j], res[j + 1], out=res[j])
+        res[j] += d2[j]
+        np.multiply(c2[j], prod[j + 1], out=prod[j])
+    starts = _scan_1d(res[0], prod[0])  # the true value at each block's first row
+    after = np.zeros(blocks)
+    after[:-1] = starts[1:]
+    res += prod * after
+    return res.T.reshape(-1)[:n]
+
+
 def _backward(delta: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
     """``out[t] = delta[t] + coef[t] * out[t + 1]`` along the last dim (``out[T] = 0``), in float64."""
     steps = delta.shape[-1]
     out = torch.empty_like(delta)
     if steps == 0:
         return out
-    if delta.numel() == steps:  # one sequence: a loop over plain floats is far faster than tensor ops
+    if delta.numel() == steps and delta.device.type == "cpu":  # one sequence (a storage's episodes end to end)
+        d = delta.detach().reshape(-1).numpy().astype(np.float64, copy=False)
+        c = coef.detach().reshape(-1).numpy().astype(np.float64, copy=False)
+        return torch.from_numpy(_scan_1d(d, c)).to(delta.dtype).reshape(delta.shape)
+    if delta.numel() == steps:
         d, c = delta.reshape(-1).tolist(), coef.reshape(-1).tolist()
-        acc = 0.0
-        res = [0.0] * steps
-        for t in range(steps - 1, -1, -1):
-            acc = d[t] + c[t] * acc
-            res[t] = acc
-        return torch.tensor(res, dtype=delta.dtype).reshape(delta.shape)
+        return torch.tensor(_loop_1d(d, c), dtype=delta.dtype, device=delta.device).reshape(delta.shape)
     if delta.device.type != "cpu":
         acc = torch.zeros(delta.shape[:-1], dtype=delta.dtype, device=delta.device)
         for t in range(steps - 1, -1, -1):

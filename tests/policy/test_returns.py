@@ -95,3 +95,24 @@ def test_gae_td_on_a_record_chunk():
     assert td["advantage"].tolist() == [[3.0, 2.0, 1.0]]
     with pytest.raises(KeyError, match=r"gae_td needs key 'value'"):
         gae_td(td.exclude("value"))
+
+
+@pytest.mark.parametrize("n", [1, 1024, 1025, 8192, 40_000])
+def test_one_long_sequence_in_blocks_is_the_step_by_step_recursion(n):
+    """A storage's episodes end to end form one long sequence; it is solved in blocks (exactly the recursion)."""
+    g = torch.Generator().manual_seed(n)
+    reward, value, next_value = (torch.randn(n, generator=g, dtype=torch.float64) for _ in range(3))
+    done = torch.rand(n, generator=g) < 0.01  # episodes of about 100 steps, the last one cut at the end
+    done[-1] = True
+    terminated = done & (torch.rand(n, generator=g) < 0.5)
+    adv, target = gae(reward, value, next_value, terminated, done, gamma=0.99, lmbda=0.95)
+    want, acc = [0.0] * n, 0.0
+    for t in range(n - 1, -1, -1):
+        delta = reward[t] + 0.99 * next_value[t] * (1.0 - float(terminated[t])) - value[t]
+        acc = float(delta) + 0.99 * 0.95 * (1.0 - float(done[t])) * acc
+        want[t] = acc
+    torch.testing.assert_close(adv, torch.tensor(want, dtype=torch.float32))
+    torch.testing.assert_close(target, (torch.tensor(want, dtype=torch.float64) + value).float())
+    # no episode end at all: the discount carries through every block
+    adv2, _ = gae(reward, value, next_value, torch.zeros(n), torch.zeros(n), gamma=1.0, lmbda=1.0)
+    torch.testing.assert_close(adv2, (reward + next_value - value).flip(0).cumsum(0).flip(0).float())
