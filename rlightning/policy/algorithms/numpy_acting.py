@@ -154,9 +154,10 @@ def act_categorical_np(
     return {"action": sample, "log_prob": log_prob, "value": value.reshape(-1)}
 
 
-VALUE_BLOCK = 1024
-"""Rows per block of `values_np`: a block's hidden activations stay in the core's cache (a whole rollout's
-``[N * T, 64]`` at once ran several times slower per row than 128 rows at a time)."""
+VALUE_BLOCK = 512
+"""Rows per block of `values_np`: a block's hidden activations stay in the core's cache. For the 64-unit
+layers of the CartPole presets, per 128 rows: 18.7 us in blocks of 512, 19.2 in blocks of 128, 28.8 in blocks
+of 1024, 123 for a 2x64 rollout's 8256 observations at once (one core, float32)."""
 
 
 def values_np(features: np.ndarray, critic: nn.Module) -> Optional[np.ndarray]:
