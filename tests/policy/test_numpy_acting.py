@@ -170,3 +170,14 @@ def test_ppo_copies_act_in_torch_where_numpy_has_no_form(monkeypatch):
     policy = _ppo()
     assert policy.compute_actions(env_ret("e", num_envs=4).observation)["action"].shape == (4,)
     assert calls  # asked, got None back (the patched stub): torch acted
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 5, 18])
+def test_the_log_normalizer_is_logsumexp_without_overflow(k):
+    logits = (np.random.default_rng(k).standard_normal((50, k)) * 30).astype(np.float32)
+    logits[0] = 1000.0  # exp would overflow float32
+    logits[1, 0] = -np.inf  # an action of probability 0
+    got = numpy_acting.log_normalizer(logits)
+    want = torch.logsumexp(torch.as_tensor(logits, dtype=torch.float64), dim=-1).numpy()
+    assert got.dtype == np.float32 and got.shape == (50,)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
