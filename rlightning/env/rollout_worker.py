@@ -354,14 +354,12 @@ class RolloutWorker:
         for _ in range(run.num_steps):
             t0 = clock()
             try:
-                if defer:
-                    out = policy.compute_actions(
-                        run.env_ret.observation, deterministic=policy.deterministic, with_value=False
-                    )
-                    if count is not None:
-                        count(self.num_envs)
-                elif fast:
-                    out = policy.compute_actions(run.env_ret.observation, deterministic=policy.deterministic)
+                if fast:  # deferred values need it too (start_rollout)
+                    obs = run.env_ret.observation
+                    if defer:
+                        out = policy.compute_actions(obs, deterministic=policy.deterministic, with_value=False)
+                    else:
+                        out = policy.compute_actions(obs, deterministic=policy.deterministic)
                     if count is not None:
                         count(self.num_envs)
                 else:

@@ -312,17 +312,15 @@ class PolicyGroup:
         where values stay in the responses.
         """
         workers = self.rollout_workers
-        if not defer or not workers or any(w.is_remote for w in workers):
-            for w in workers:
-                if not w.is_remote:
-                    w.worker.defer_values(False)
-            return None
-        deferred = [w.worker.defer_values(True) for w in workers]
-        if not all(deferred):
+        if not workers or any(w.is_remote for w in workers):
+            return None  # never deferred: Ray workers answer with their values
+        deferred = [w.worker.defer_values(defer) for w in workers]
+        if all(deferred):
+            return workers[0].worker.compute_values
+        if any(deferred):  # all or none
             for w in workers:
                 w.worker.defer_values(False)
-            return None
-        return workers[0].worker.compute_values
+        return None
 
     def set_deterministic(self, deterministic: bool = True) -> None:
         """Make the rollout workers act deterministically (the eval engine uses it)."""

@@ -53,24 +53,37 @@ def _loop_1d(d: List[float], c: List[float]) -> List[float]:
     return res
 
 
+def _rows_backward(d: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``out[t] = d[t] + c[t] * out[t + 1]`` (``out[T] = 0``) along the first dim of contiguous ``[T, rest]``
+    numpy arrays: one loop over time of numpy ops on ``rest`` values (a numpy op on a few hundred floats costs a
+    fraction of a torch op's dispatch)."""
+    res = np.empty_like(d)
+    res[-1] = d[-1]
+    for t in range(d.shape[0] - 2, -1, -1):
+        np.multiply(c[t], res[t + 1], out=res[t])
+        res[t] += d[t]
+    return res
+
+
 _SCAN_BLOCK = 32
-"""Rows per block of `_scan_1d`; sequences up to ``32 * _SCAN_BLOCK`` rows run `_loop_1d` instead (a loop
-over plain floats is faster there: 20 us for 300 rows against 50 us in blocks; 0.57 ms against 0.12 ms for
-8192 rows, 5.4 ms against 0.47 ms for 65536)."""
+"""Rows per block of `_scan_1d`."""
+_LOOP_MAX = 1024
+"""Sequences up to this many rows run `_loop_1d` instead of `_scan_1d`'s blocks (a loop over plain floats is
+faster there: 20 us for 300 rows against 50 us in blocks; 0.57 ms against 0.12 ms for 8192 rows, 5.4 ms against
+0.47 ms for 65536)."""
 
 
 def _scan_1d(d: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``out[t] = d[t] + c[t] * out[t + 1]`` (``out[n] = 0``) for float64 ``[n]`` arrays, in blocks.
 
-    The sequence is cut into blocks of ``_SCAN_BLOCK`` rows. One backward loop over a block's rows, run for
-    every block at once (numpy ops on ``[blocks]`` rows), gives each row's sum within its block (``res``) and
-    the product of the coefficients from it to its block's end (``prod``); the true value is then
-    ``res + prod * out[start of the next block]``, and those starts are the same recursion over the blocks'
-    first rows (solved the same way). The products are of coefficients in ``[0, 1]`` (discounts, traces),
-    so nothing overflows.
+    The sequence is cut into blocks of ``_SCAN_BLOCK`` rows. `_rows_backward` over a block's rows, run for
+    every block at once, gives each row's sum within its block (``res``); ``prod`` is the product of the
+    coefficients from a row to its block's end. The true value is ``res + prod * out[start of the next block]``,
+    and those starts are the same recursion over the blocks' first rows (solved the same way). The products are
+    of coefficients in ``[0, 1]`` (discounts, traces), so nothing overflows.
     """
     n, block = d.shape[0], _SCAN_BLOCK
-    if n <= 32 * block:
+    if n <= _LOOP_MAX:
         return np.asarray(_loop_1d(d.tolist(), c.tolist()), dtype=np.float64)
     blocks = -(-n // block)
     pad = blocks * block - n
@@ -79,12 +92,8 @@ def _scan_1d(d: np.ndarray, c: np.ndarray) -> np.ndarray:
         c = np.concatenate([c, np.zeros(pad)])
     d2 = np.ascontiguousarray(d.reshape(blocks, block).T)  # [block, blocks]: row j of every block, contiguous
     c2 = np.ascontiguousarray(c.reshape(blocks, block).T)
-    res, prod = np.empty_like(d2), np.empty_like(c2)
-    res[-1], prod[-1] = d2[-1], c2[-1]
-    for j in range(block - 2, -1, -1):
-        np.multiply(c2[j], res[j + 1], out=res[j])
-        res[j] += d2[j]
-        np.multiply(c2[j], prod[j + 1], out=prod[j])
+    res = _rows_backward(d2, c2)
+    prod = np.cumprod(c2[::-1], axis=0)[::-1]
     starts = _scan_1d(res[0], prod[0])  # the true value at each block's first row
     after = np.zeros(blocks)
     after[:-1] = starts[1:]
@@ -111,15 +120,11 @@ def _backward(delta: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
             acc = delta[..., t] + coef[..., t] * acc
             out[..., t] = acc
         return out
-    # Many sequences on the CPU: the loop runs over time on contiguous [T, rest] numpy rows (a numpy op on a few
-    # hundred floats costs a fraction of a torch op's dispatch), then goes back to the caller's layout.
+    # Many sequences on the CPU: the loop runs over time on contiguous [T, rest] numpy rows, then goes back to
+    # the caller's layout.
     d = np.ascontiguousarray(np.moveaxis(delta.detach().numpy(), -1, 0))
     c = np.ascontiguousarray(np.moveaxis(coef.detach().numpy(), -1, 0))
-    res = np.empty_like(d)
-    res[steps - 1] = d[steps - 1]
-    for t in range(steps - 2, -1, -1):
-        np.multiply(c[t], res[t + 1], out=res[t])
-        res[t] += d[t]
+    res = _rows_backward(d, c)
     out.copy_(torch.from_numpy(np.moveaxis(res, 0, -1)))
     return out
 

@@ -6,7 +6,7 @@ with the closest valid name; invalid values name the field and what is valid.
     cfg = load_preset("cartpole_ppo")
     cfg = apply_overrides(cfg, ["train.iterations=50", "env.num_envs=16"])
     cfg.cluster.eval_worker_num = 2          # validated on assignment
-    print(to_yaml(cfg))
+    text = to_yaml(cfg)                      # YAML that load_config reads back
 
 The ``policy`` section is the config class of its ``policy.type``: shared settings (network,
 optimizer, gamma, weight sync) in `PolicyConfig`, each algorithm's own in a subclass beside its

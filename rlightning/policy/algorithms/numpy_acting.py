@@ -173,9 +173,10 @@ def act_categorical_np(
         sample = categorical_draw_np(logits, rng)
     log_prob = rows_of(logits, sample)
     log_prob -= log_normalizer(logits)
-    if value is None:
-        return {"action": sample, "log_prob": log_prob}
-    return {"action": sample, "log_prob": log_prob, "value": value.reshape(-1)}
+    out = {"action": sample, "log_prob": log_prob}
+    if value is not None:
+        out["value"] = value.reshape(-1)
+    return out
 
 
 VALUE_BLOCK = 512

@@ -245,9 +245,9 @@ class PPOPolicy(BasePolicy):
         within a rollout), without a critic pass per step.
 
         Only for eval-role copies of this class's own acting (``compute_actions`` neither overridden nor replaced
-        on the instance), without a
-        recurrent core, whose encoder has no weights of its own (``ObsEncoder``: the critic's pass is all that
-        is repeated). A CNN encoder shared by the actor and the critic would run twice: it acts with the value.
+        on the instance), without a recurrent core, whose encoder has no weights of its own (``ObsEncoder``: the
+        critic's pass is all that is repeated). A CNN encoder shared by the actor and the critic would run twice:
+        it acts with the value.
         """
         return (
             type(self).compute_actions is PPOPolicy.compute_actions
