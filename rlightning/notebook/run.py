@@ -307,14 +307,28 @@ class Run:
         self.engine.load(path)
         return self
 
-    def close(self) -> None:
-        """Stop a background run, then every worker of this run."""
+    def close(self, free_timeout_s: float = 30.0) -> None:
+        """Stop a background run, then every worker of this run; returns once their CPUs/GPUs are free.
+
+        Ray frees a stopped actor's resources a moment after ``ray.kill`` returns; waiting for them
+        here lets a ``lab.build`` right after this succeed on a cluster the run filled.
+
+        Args:
+            free_timeout_s: At most this many seconds to wait for the resources (0: do not wait).
+        """
         if self._closed:
             return
         if self.is_running:
             self.stop()
+        from rlightning.notebook.checks import actor_resources
+        from rlightning.utils.ray.free import free_resources, wait_until_free
+
+        held = actor_resources(self.config)
+        before = free_resources() if free_timeout_s > 0 and any(held.values()) else None
         self.engine.close()
         self._closed = True
+        if before:
+            wait_until_free(held, before, timeout_s=free_timeout_s)
         self._set_status("closed", "closed")
 
     def __repr__(self) -> str:
