@@ -498,6 +498,17 @@ class DataBuffer:
         self.shards.call_all("clear")
         self.shards.sizes[:] = [0] * self.num_storages
 
+    def rng_states(self) -> List[Dict[str, Any]]:
+        """Each shard's sampler generator states (`Storage.rng_state`), for a checkpoint."""
+        self._require_init()
+        return list(self.shards.call_all("rng_state"))
+
+    def set_rng_states(self, states: List[Dict[str, Any]]) -> None:
+        """Restore `rng_states` (one per shard; a list of another length is ignored: another topology)."""
+        self._require_init()
+        if len(states) == len(self.shards.handles):
+            resolve([h.submit("set_rng_state", st) for h, st in zip(self.shards.handles, states)])
+
     def get_data(self) -> TensorDict:
         """Every stored transition of every shard, concatenated (a copy)."""
         self._require_init()

@@ -2,13 +2,15 @@
 
 Layout of a checkpoint folder::
 
-    engine.json    counters, metrics history, format version
+    engine.json    counters, metrics history, env statistics, format version, the other files' sizes
     config.yaml    the run's MainConfig
     policy.pt      the policy group's checkpoint (weights, optimizers, counters)
     rng.pt         torch and numpy RNG states as tensors
     buffer.pt      stored data (optional)
 
 Nothing here unpickles code: a crafted file can at worst fail validation.
+Folders are written atomically and listed by `rlightning.engine.checkpoint_store`;
+``engine.json`` is written last and names every other file with its size.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import yaml
 
 from rlightning.utils.config import MainConfig, config_from_dict, to_yaml
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Formats `load_engine_files` reads when given a folder explicitly (1: before atomic writes, no file list).
+READABLE_VERSIONS = (1, 2)
 _ENGINE_KEYS = {"format_version": int, "iteration": int, "env_steps": int, "episodes": int, "engine": str}
 
 
@@ -33,11 +37,8 @@ class CheckpointError(ValueError):
 
 
 def save_engine_files(path: Path, state: Dict[str, Any], config: MainConfig) -> None:
-    """Write ``engine.json``, ``config.yaml`` and ``rng.pt`` into ``path``."""
+    """Write ``config.yaml``, ``rng.pt`` and, last, ``engine.json`` (listing every file of ``path``) into ``path``."""
     path.mkdir(parents=True, exist_ok=True)
-    data = dict(state)
-    data["format_version"] = FORMAT_VERSION
-    (path / "engine.json").write_text(json.dumps(data))
     (path / "config.yaml").write_text(to_yaml(config))
     np_state = np.random.get_state()
     torch.save(
@@ -49,6 +50,12 @@ def save_engine_files(path: Path, state: Dict[str, Any], config: MainConfig) -> 
         },
         path / "rng.pt",
     )
+    data = dict(state)
+    data["format_version"] = FORMAT_VERSION
+    data["files"] = {
+        f.name: f.stat().st_size for f in sorted(path.iterdir()) if f.is_file() and f.name != "engine.json"
+    }
+    (path / "engine.json").write_text(json.dumps(data))
 
 
 def load_engine_files(path: Path) -> tuple[Dict[str, Any], MainConfig]:
@@ -74,9 +81,9 @@ def load_engine_files(path: Path) -> tuple[Dict[str, Any], MainConfig]:
             raise CheckpointError(
                 f"checkpoint engine.json field {key!r} must be {typ.__name__}, got {state.get(key)!r}"
             )
-    if state["format_version"] != FORMAT_VERSION:
+    if state["format_version"] not in READABLE_VERSIONS:
         raise CheckpointError(
-            f"checkpoint format {state['format_version']} is not supported (expected {FORMAT_VERSION})"
+            f"checkpoint format {state['format_version']} is not supported (expected one of {READABLE_VERSIONS})"
         )
     try:
         raw = yaml.safe_load((path / "config.yaml").read_text())

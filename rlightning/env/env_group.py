@@ -486,6 +486,25 @@ class EnvGroup:
         out.update(self._stats.snapshot())
         return out
 
+    def stats_state(self) -> Dict[str, Any]:
+        """The counters a checkpoint keeps: env steps, episodes, recent returns and lengths, restarts, errors."""
+        return self._stats.state()
+
+    def restore_stats(self, state: Dict[str, Any]) -> None:
+        """Take back the counters of `stats_state` (a resumed run); with ``acting_rng``, the policy copies'
+        generator states too."""
+        self._stats.restore(state)
+        rngs = state.get("acting_rng")
+        if self._copies.attached and isinstance(rngs, list) and len(rngs) == len(self._slots):
+            resolve([s.handle.submit("set_acting_rng_state", r) for s, r in zip(self._slots, rngs) if r is not None])
+
+    def stats_state_with_rng(self) -> Dict[str, Any]:
+        """`stats_state` plus the policy copies' numpy generator states (``acting_rng``, one per worker)."""
+        out = self.stats_state()
+        if self._copies.attached and self._initialized:
+            out["acting_rng"] = resolve([s.handle.submit("acting_rng_state") for s in self._slots])
+        return out
+
     # ------------------------------------------------------------------ internals
 
     def _route(self, policy_resps: BatchedData) -> Tuple[Sequence[str], List[WorkerSlot], Sequence[Any]]:

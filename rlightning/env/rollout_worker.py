@@ -331,6 +331,17 @@ class RolloutWorker:
         """The policy copy (None before `attach_policy`)."""
         return self._policy
 
+    def acting_rng_state(self) -> Optional[Dict[str, Any]]:
+        """The policy copy's numpy generator state (plain data a checkpoint keeps); None without one."""
+        rng = getattr(self._policy, "np_rng", None)
+        return dict(rng.bit_generator.state) if rng is not None else None
+
+    def set_acting_rng_state(self, state: Dict[str, Any]) -> None:
+        """Restore what `acting_rng_state` returned (a resumed run draws the same actions)."""
+        rng = getattr(self._policy, "np_rng", None)
+        if rng is not None:
+            rng.bit_generator.state = state
+
     def collect(self, num_steps: int) -> RolloutResult:
         """Act and step ``num_steps`` times from where the env stands; return the ``[N, T]`` record.
 

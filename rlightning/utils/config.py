@@ -178,7 +178,14 @@ class EnvConfig(_Config):
     resources: Dict[str, float] = Field(default_factory=dict)
     """Custom Ray resources reserved by each remote env worker (``{"node_a": 1}`` pins them to nodes offering it)."""
     max_restarts: int = Field(3, ge=0)
-    """How many times an env worker is recreated (its actor died, or its env raised) before the run stops."""
+    """Consecutive failures of an env worker (its actor died, its env raised or hung) that are recreated before
+    the run stops; a worker that steps cleanly after a restart is forgiven (its count starts again at 0)."""
+    max_total_restarts: Optional[int] = Field(None, ge=0)
+    """Restarts of an env worker over the whole run before the run stops (None: unlimited)."""
+    step_timeout_s: Optional[float] = Field(None, gt=0)
+    """Seconds a Ray env worker's step or rollout may take before the worker is killed and recreated (its
+    partial episodes dropped, counted as ``env_timeouts``); None: ``max(60, 100 x`` the median measured time
+    of that call``)``, so it never fires on a healthy run. Local workers (in this process) cannot be stopped."""
     out_of_bounds_action: Literal["pass", "clip", "raise"] = "pass"
     """Box actions outside the bounds: passed to the env unchanged (most envs clip), clipped here, or rejected."""
     wrappers: List[Union[str, Dict[str, Any]]] = Field(default_factory=list)
@@ -436,6 +443,13 @@ class TrainConfig(_Config):
     """Episodes per evaluation."""
     checkpoint_interval: int = Field(0, ge=0)
     """Save a checkpoint every this many iterations (0: only at the end)."""
+    keep_checkpoints: Optional[int] = Field(None, ge=1)
+    """Keep the newest this many checkpoints of the run (plus the best by evaluation return when
+    ``eval_interval`` is set); None: keep all."""
+    checkpoint_resets_envs: bool = False
+    """Reset the envs (seeded) after each periodic checkpoint, so that a run resumed from any checkpoint
+    repeats the uninterrupted run exactly; False: episodes run on across checkpoints and a resumed run starts
+    new ones (episodes in flight are not in a checkpoint)."""
     max_policy_lag: int = Field(4, ge=0)
     """Async engine: most learner updates the acting weights may be behind the learner's; beyond it
     the rollout thread waits for the next weight sync (0: act only with the newest weights)."""

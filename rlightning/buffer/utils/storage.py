@@ -162,6 +162,7 @@ class Storage:
         self.timer = OpTimer()
         on_write = self.sampler.on_write if self.sampler.name == "prioritized" else None
         self.writer = RecordWriter(self.store, unit, mode, self.postprocess_fn, on_write, self.timer)
+        self._slice_generator = generator
         self.reader = StorageReader(self.store, self.sampler, unit, slice_len, generator, self.timer, int(burn_in))
         self.checks = StepChecker(env_meta_list or [], nan_guard)
         pipeline = dict(
@@ -495,6 +496,27 @@ class Storage:
 
     def __len__(self) -> int:
         return self.size
+
+    def rng_state(self) -> Dict[str, Any]:
+        """The sampler's and the slice reader's generator states (plain tensors and ints: a checkpoint keeps
+        them, so a resumed run draws the same batches)."""
+        gen = self.sampler.generator
+        rng = getattr(self.sampler, "_rng", None)
+        return {
+            "sampler": gen.get_state() if gen is not None else None,
+            "slices": self._slice_generator.get_state(),
+            "numpy": dict(rng.bit_generator.state) if rng is not None else None,
+        }
+
+    def set_rng_state(self, state: Dict[str, Any]) -> None:
+        """Restore what `rng_state` returned."""
+        if state.get("sampler") is not None and self.sampler.generator is not None:
+            self.sampler.generator.set_state(state["sampler"])
+        if state.get("slices") is not None:
+            self._slice_generator.set_state(state["slices"])
+        rng = getattr(self.sampler, "_rng", None)
+        if state.get("numpy") is not None and rng is not None:
+            rng.bit_generator.state = state["numpy"]
 
     def clear(self) -> None:
         """Clear all stored data (episodes in progress and unpaired async items are kept)."""

@@ -120,6 +120,37 @@ class GroupStats:
         """Count one exception raised by the env code of ``env_id``."""
         self.env_errors[env_id] = self.env_errors.get(env_id, 0) + 1
 
+    def state(self) -> Dict[str, Any]:
+        """The counters a checkpoint keeps (plain JSON data; `restore` reads it back)."""
+        self._harvest()
+        return {
+            "env_steps": int(self.env_steps),
+            "episodes": int(self._episodes),
+            "recent_returns": [float(r) for r in self.recent_returns],
+            "recent_lengths": [int(n) for n in self.recent_lengths],
+            "restarts": {k: int(v) for k, v in self.restarts.items()},
+            "env_errors": {k: int(v) for k, v in self.env_errors.items()},
+        }
+
+    def restore(self, state: Dict[str, Any]) -> None:
+        """Take back the counters of `state` (a resumed run continues its episode count and recent returns).
+
+        Raises:
+            TypeError: ``state`` is not a dict.
+        """
+        if not isinstance(state, dict):
+            raise TypeError(f"GroupStats.restore: state must be a dict from GroupStats.state(), got {state!r}")
+        self._pending.clear()
+        self.env_steps = int(state.get("env_steps", 0))
+        self._episodes = int(state.get("episodes", 0))
+        self.recent_returns.clear()
+        self.recent_returns.extend(float(r) for r in state.get("recent_returns", []))
+        self.recent_lengths.clear()
+        self.recent_lengths.extend(int(n) for n in state.get("recent_lengths", []))
+        for key, counts in (("restarts", self.restarts), ("env_errors", self.env_errors)):
+            for env_id, count in dict(state.get(key) or {}).items():
+                counts[str(env_id)] = int(count)
+
     def steps_per_second(self) -> float:
         """Env steps per second over the recent step calls (0.0 before two calls)."""
         if len(self._marks) < 2:

@@ -1,0 +1,85 @@
+"""Atomic checkpoints, pruning, incomplete folders and resume (issue 33)."""
+
+import json
+import logging
+
+import pytest
+
+from rlightning.engine.checkpoint import FORMAT_VERSION
+from rlightning.engine.checkpoint_store import list_checkpoints, newest_checkpoint, prune_checkpoints
+from tests.support.configs import small_ppo
+
+RESUMABLE = ["train.checkpoint_interval=1", "train.checkpoint_resets_envs=true", "seed=3", "train.iterations=4"]
+TIMED = ("time", "per_sec", "_s", "latency")
+
+
+def _untimed(rows):
+    return [{k: v for k, v in row.items() if not any(t in k for t in TIMED)} for row in rows]
+
+
+@pytest.mark.slow
+def test_a_resumed_seeded_run_repeats_the_uninterrupted_one(tmp_path, build):
+    full = build(small_ppo(tmp_path, False, *RESUMABLE, "log.name=full")).engine.run()
+    first = build(small_ppo(tmp_path, False, *RESUMABLE, "log.name=cut")).engine
+    first.run(iterations=2)
+    first.close()
+    resumed = build(small_ppo(tmp_path, False, *RESUMABLE, "log.name=cut")).engine
+    assert resumed.resume(str(tmp_path / "cut")).name == "iter_000002"
+    assert (resumed.iteration, resumed.episodes) == (2, first.episodes)
+    resumed.run()
+    assert resumed.iteration == 4
+    assert len(full) == 4 and "value_loss" in full[-1]
+    assert _untimed(resumed.metrics.history) == _untimed(full)
+
+
+def test_checkpoints_are_atomic_pruned_and_incomplete_ones_skipped(tmp_path, build, caplog):
+    cfg = small_ppo(tmp_path, False, "train.checkpoint_interval=1", "train.keep_checkpoints=2", "log.name=r")
+    engine = build(cfg).engine
+    engine.run(iterations=3)
+    folder = tmp_path / "r" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["iter_000002", "iter_000003"]
+    assert all(c.complete for c in list_checkpoints(tmp_path / "r", FORMAT_VERSION))
+
+    def broken(path):
+        (tmp_path / "half").write_text("x")
+        raise OSError("disk full")
+
+    engine.policy_group.save_checkpoint = broken
+    with pytest.raises(OSError, match="disk full"):
+        engine.save(folder / "iter_000009")
+    assert sorted(p.name for p in folder.iterdir()) == ["iter_000002", "iter_000003"]  # absent, no leftovers
+
+    (folder / "iter_000003" / "engine.json").unlink()
+    with caplog.at_level(logging.WARNING):
+        newest = newest_checkpoint(tmp_path / "r", FORMAT_VERSION)
+    assert newest.path.name == "iter_000002"
+    assert "iter_000003 is incomplete (no engine.json); skipped" in caplog.text
+    policy = folder / "iter_000002" / "policy.pt"
+    policy.write_bytes(policy.read_bytes()[:-10])
+    status = list_checkpoints(folder, FORMAT_VERSION)[0]
+    assert not status.complete and "policy.pt has" in status.reason
+    with pytest.raises(FileNotFoundError, match="holds no complete checkpoint"):
+        engine.resume(str(tmp_path / "r"))
+
+
+def _fake_checkpoint(folder, iteration, eval_return=None, version=FORMAT_VERSION):
+    path = folder / f"iter_{iteration:06d}"
+    path.mkdir(parents=True)
+    (path / "policy.pt").write_bytes(b"w" * iteration)
+    state = {"format_version": version, "iteration": iteration, "eval_return": eval_return}
+    state["files"] = {"policy.pt": iteration}
+    (path / "engine.json").write_text(json.dumps(state))
+    return path
+
+
+def test_pruning_keeps_the_newest_and_the_best_by_eval_return(tmp_path):
+    folder = tmp_path / "checkpoints"
+    for it, ret in [(1, 10.0), (2, 50.0), (3, 20.0), (4, None), (5, 30.0)]:
+        _fake_checkpoint(folder, it, ret)
+    old = _fake_checkpoint(folder, 6, version=1)
+    (folder / ".iter_000007.tmp-abc").mkdir()  # left by a writer killed mid-save
+    removed = prune_checkpoints(tmp_path, 2, FORMAT_VERSION, keep_best=True)
+    assert {p.name for p in removed} == {"iter_000001", "iter_000003", ".iter_000007.tmp-abc"}
+    assert sorted(p.name for p in folder.iterdir()) == ["iter_000002", "iter_000004", "iter_000005", old.name]
+    assert newest_checkpoint(tmp_path, FORMAT_VERSION).iteration == 5  # the older format is skipped
+    assert "format version 1" in list_checkpoints(tmp_path, FORMAT_VERSION)[-1].reason
