@@ -64,6 +64,7 @@ WRAPPERS: Dict[str, str] = {
     "sticky_action": "StickyAction",
     "tuple_to_dict": "rlightning.env.wrappers:TupleToDict",
     "mask_velocity": "rlightning.env.pomdp:MaskVelocityObservation",
+    "info_action_mask": "rlightning.env.action_masks:InfoActionMask",
 }
 
 #: Reward wrappers the gymnasium backend applies over the vector env instead of each sub-env (their vector

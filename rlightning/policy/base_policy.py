@@ -394,16 +394,12 @@ class BasePolicy:
         out = self.rollout_batch(env_rets)
         return out[0] if len(out) == 1 else tuple(out)
 
-    def _check_obs(self, env_ret: Any, position: int, expected: Optional[tuple]) -> np.ndarray:
+    def _check_obs(self, env_ret: Any, position: int, space: Any) -> Any:
+        """``env_ret``'s observation as arrays with a leading ``num_envs`` dimension (nested like a Dict or
+        Tuple space), checked against ``space``."""
         if not isinstance(env_ret, EnvRet):
             raise TypeError(f"rollout expects EnvRet items, got {type(env_ret).__name__} at position {position}")
-        obs = np.asarray(env_ret.observation)
-        if expected is not None and (obs.ndim != 1 + len(expected) or tuple(obs.shape[1:]) != expected):
-            raise ValueError(
-                f"EnvRet {env_ret.env_id!r}: observation shape {tuple(obs.shape)} is not [num_envs, *{expected}]; "
-                "an env worker sends a leading num_envs dimension, also for num_envs == 1"
-            )
-        return obs
+        return _obs_rows(env_ret.observation, space, env_ret.env_id, "observation")
 
     def _rollout_batched(self, env_rets: Sequence[EnvRet]) -> List[PolicyResponse]:
         if self.env_meta is None:
@@ -435,14 +431,16 @@ class BasePolicy:
     response_type: ClassVar[type] = PolicyResponse
 
     def _observation_batch(self, env_rets: Sequence[EnvRet]) -> Tuple[Any, List[int]]:
-        """The observations of ``env_rets`` as one batch for ``compute_actions``, and each item's rows."""
+        """The observations of ``env_rets`` as one batch for ``compute_actions``, and each item's rows.
+
+        Dict and Tuple observations stay structured: a dict (tuple) of ``[rows, ...]`` arrays, each leaf
+        concatenated over the items.
+        """
         space = self.env_meta.observation_space
-        expected = tuple(space.shape) if getattr(space, "shape", None) is not None else None
-        obs_list = [self._check_obs(r, i, expected) for i, r in enumerate(env_rets)]
-        batch = obs_list[0] if len(obs_list) == 1 else np.concatenate(obs_list, axis=0)
-        if not batch.flags.writeable:  # zero-copy from the Ray object store; torch wants writable memory
-            batch = batch.copy()
-        return batch, [o.shape[0] for o in obs_list]
+        obs_list = [self._check_obs(r, i, space) for i, r in enumerate(env_rets)]
+        counts = [_leading_rows(o) for o in obs_list]
+        batch = obs_list[0] if len(obs_list) == 1 else _concat_obs(obs_list)
+        return _writable(batch), counts
 
     def _check_outputs(self, out: Dict[str, Any], total: int) -> None:
         for key, value in out.items():
@@ -649,3 +647,61 @@ class BasePolicy:
                 continue
             return cls.__name__
         return type(self).__name__
+
+
+def _obs_rows(obs: Any, space: Any, env_id: Any, what: str) -> Any:
+    """``obs`` (one env worker's batch) as arrays ``[num_envs, *space.shape]``, structured like ``space``."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        if not isinstance(obs, dict):
+            raise TypeError(
+                f"EnvRet {env_id!r}: {what} is a {type(obs).__name__}, the Dict observation space needs a dict "
+                f"with keys {sorted(space.spaces)}"
+            )
+        missing = [k for k in space.spaces if k not in obs]
+        if missing:
+            raise KeyError(f"EnvRet {env_id!r}: {what} lacks keys {missing} of its Dict space (got {sorted(obs)})")
+        return {k: _obs_rows(obs[k], sub, env_id, f"{what}[{k!r}]") for k, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(obs, (tuple, list)) or len(obs) != len(space.spaces):
+            raise TypeError(
+                f"EnvRet {env_id!r}: {what} needs a tuple of {len(space.spaces)} entries for its Tuple space, "
+                f"got {type(obs).__name__}"
+            )
+        return tuple(_obs_rows(o, sub, env_id, f"{what}[{i}]") for i, (o, sub) in enumerate(zip(obs, space.spaces)))
+    arr = np.asarray(obs)
+    expected = tuple(space.shape) if getattr(space, "shape", None) is not None else None
+    if expected is not None and (arr.ndim != 1 + len(expected) or tuple(arr.shape[1:]) != expected):
+        raise ValueError(
+            f"EnvRet {env_id!r}: {what} shape {tuple(arr.shape)} is not [num_envs, *{expected}]; "
+            "an env worker sends a leading num_envs dimension, also for num_envs == 1"
+        )
+    return arr
+
+
+def _leading_rows(obs: Any) -> int:
+    """The leading dimension of a (possibly structured) observation batch."""
+    while isinstance(obs, (dict, tuple)):
+        obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
+    return int(obs.shape[0])
+
+
+def _concat_obs(items: List[Any]) -> Any:
+    """Leaf-wise concatenation of structured observation batches along their first axis."""
+    first = items[0]
+    if isinstance(first, dict):
+        return {k: _concat_obs([o[k] for o in items]) for k in first}
+    if isinstance(first, tuple):
+        return tuple(_concat_obs([o[i] for o in items]) for i in range(len(first)))
+    return np.concatenate(items, axis=0)
+
+
+def _writable(obs: Any) -> Any:
+    """``obs`` with writable arrays (zero-copy arrays from Ray's object store are read-only; torch wants
+    writable memory)."""
+    if isinstance(obs, dict):
+        return {k: _writable(v) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_writable(v) for v in obs)
+    return obs if obs.flags.writeable else obs.copy()

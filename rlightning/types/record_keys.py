@@ -21,6 +21,8 @@ VALID = "valid"
 VALUE = "value"
 EPISODE_ID = "episode_id"
 ENV_ID = "env_id"
+#: The observation key (of a Dict observation) an env gives its action mask under (PettingZoo's convention).
+ACTION_MASK = "action_mask"
 
 NEXT_OBS = (NEXT, OBS)
 NEXT_REWARD = (NEXT, REWARD)

@@ -7,7 +7,7 @@ an unregistered engine, policy, buffer or env backend raises its subclass
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from rlightning.utils.config import ClusterConfig, ConfigError, MainConfig, UnknownNameError
 from rlightning.utils.optional import missing_logger_message, missing_loggers
@@ -29,33 +29,72 @@ def action_kind(space: Any) -> str:
     return type(space).__name__
 
 
-def probe_action_space(config: MainConfig) -> Optional[Any]:
-    """The action space of a gymnasium env id, found without starting any worker (None if unknown).
+def probe_spaces(config: MainConfig) -> Tuple[Optional[Any], Optional[Any]]:
+    """The observation and action spaces of a gymnasium env (an id or a ``module:Class`` entry point) with its
+    ``env.wrappers``, found by building one env in the driver before any worker starts; ``(None, None)`` for
+    another backend.
 
     Raises:
         MissingSuiteError: the env's suite (Atari, MinAtar, MuJoCo, ...) is not installed; the message names
             the extra to install.
+        ConfigError: env kwargs the env rejects.
     """
     if config.env.backend != "gymnasium":
-        return None
+        return None, None
     import gymnasium as gym
 
-    from rlightning.env.suites import check_suite_installed, ensure_suite
+    from rlightning.env.gym_env import resolve_env_spec
+    from rlightning.env.wrappers import apply_wrappers, resolve_wrappers
 
-    ensure_suite(config.env.name)  # a suite's missing package fails here, with its install hint
-    if config.env.name not in gym.registry:
-        return None
-    check_suite_installed(gym.spec(config.env.name))
+    spec = resolve_env_spec(config.env.name)  # an unknown id or a suite's missing package fails here, named
     try:
-        env = gym.make(config.env.name, **config.env.env_kwargs)
+        env = gym.make(spec.id, **config.env.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(
             f"env {config.env.name!r} cannot be built with env.env_kwargs={config.env.env_kwargs!r:.200}: {err}"
         ) from None
     try:
-        return env.action_space
+        env = apply_wrappers(env, resolve_wrappers(config.env.wrappers))
+        return env.observation_space, env.action_space
     finally:
         env.close()
+
+
+def _check_spaces(config: MainConfig, policy_cls: type) -> None:
+    """The policy can act in the env's action space, and an ``action_mask`` observation key fits it."""
+    supported = getattr(policy_cls, "supported_action_spaces", None)
+    obs_space, space = probe_spaces(config)
+    if space is None:
+        return
+    kind = action_kind(space)
+    if supported and kind not in supported:
+        raise ValueError(
+            f"policy {config.policy.type!r} supports {', '.join(supported)} actions, but env "
+            f"{config.env.name!r} has a {kind} action space {space}; choose a policy for {kind} actions"
+        )
+    mask_space = _mask_space(obs_space)
+    if mask_space is None:
+        return
+    if kind not in ("discrete", "multi_discrete"):
+        raise ValueError(
+            f"env {config.env.name!r} gives an 'action_mask' observation, which masks Discrete and MultiDiscrete "
+            f"actions; its action space is {space} ({kind}); remove the mask or use a discrete action space"
+        )
+    import numpy as np
+
+    width = int(space.n) if kind == "discrete" else int(np.sum(space.nvec))
+    if int(np.prod(mask_space.shape)) != width:
+        raise ValueError(
+            f"env {config.env.name!r}: its 'action_mask' observation {mask_space} has {int(np.prod(mask_space.shape))} "
+            f"entries, the action space {space} needs {width} (one per choice; MultiDiscrete: sum(nvec))"
+        )
+
+
+def _mask_space(obs_space: Any) -> Optional[Any]:
+    from rlightning.policy.networks.masks import ACTION_MASK
+
+    spaces = getattr(obs_space, "spaces", None)
+    return spaces.get(ACTION_MASK) if isinstance(spaces, dict) else None
 
 
 def acting_cluster(config: MainConfig) -> ClusterConfig:
@@ -127,15 +166,7 @@ def _check(config: MainConfig) -> None:
     if config.env.backend != "gymnasium":
         ENVS.get(config.env.backend)
 
-    supported = getattr(policy_cls, "supported_action_spaces", None)
-    if supported:
-        space = probe_action_space(config)
-        if space is not None and action_kind(space) not in supported:
-            raise ValueError(
-                f"policy {config.policy.type!r} supports {', '.join(supported)} actions, but env "
-                f"{config.env.name!r} has a {action_kind(space)} action space {space}; "
-                f"choose a policy for {action_kind(space)} actions"
-            )
+    _check_spaces(config, policy_cls)
 
     buf = config.buffer
     if buf.burn_in and (buf.unit != "episode" or buf.slice_len is None):

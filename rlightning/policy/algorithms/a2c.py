@@ -16,6 +16,7 @@ import torch
 from pydantic import Field
 
 from rlightning.policy.algorithms.ppo import PPOPolicy, _explained_variance
+from rlightning.policy.networks.masks import action_mask
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import POLICIES
 
@@ -51,7 +52,7 @@ class A2CPolicy(PPOPolicy):
         """A2C's loss terms on a batch: ``loss``, ``policy_loss``, ``value_loss``, ``entropy``."""
         cfg = self.config
         x = self.encoder(ds["obs"])
-        logp, entropy = self.log_prob_entropy(x, ds["action"])
+        logp, entropy = self.log_prob_entropy(x, ds["action"], action_mask(ds["obs"]))
         value = self.critic(x).squeeze(-1)
         adv = ds["advantage"]
         if cfg.norm_adv and adv.numel() > 1:

@@ -34,6 +34,8 @@ import torch
 from pydantic import Field
 
 from rlightning.policy.algorithms.ppo import PPOPolicy, _explained_variance
+from rlightning.policy.networks import nest_dotted_keys
+from rlightning.policy.networks.masks import action_mask
 from rlightning.policy.returns import vtrace
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import POLICIES
@@ -169,6 +171,7 @@ class IMPALAPolicy(PPOPolicy):
             raise TypeError(f"{name}.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError(f"{name}.update_dataset called before construct_network(env_meta)")
+        data = nest_dotted_keys(data)  # dict observations sampled as "obs.<key>" columns
         if len(data.batch_size) != 2:
             raise ValueError(
                 f"{name}.update_dataset needs sequences [episodes, steps] for V-trace, got batch size "
@@ -217,7 +220,7 @@ class IMPALAPolicy(PPOPolicy):
     def _flat_eval(self, obs: torch.Tensor, action: torch.Tensor):
         """log pi(a|x), entropy and V(x) of flat rows."""
         x = self.encoder(obs)
-        logp, entropy = self.log_prob_entropy(x, action)
+        logp, entropy = self.log_prob_entropy(x, action, action_mask(obs))
         return logp, entropy, self.critic(x).squeeze(-1)
 
     @torch.no_grad()

@@ -34,6 +34,7 @@ from rlightning.policy.algorithms.networks import Progress, action_kind, mlp, ml
 from rlightning.policy.algorithms.nstep import NSTEP_KEYS, NStepReturns
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import batch_len, build_encoder, nest_dotted_keys, obs_to_tensor
+from rlightning.policy.networks.masks import action_mask, mask_q, masked_uniform
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
@@ -220,18 +221,20 @@ class DQNPolicy(BasePolicy):
 
     @torch.no_grad()
     def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
-        """Greedy actions, replaced by uniform ones with probability epsilon unless deterministic."""
+        """Greedy actions, replaced by uniform ones with probability epsilon unless deterministic; both among
+        the actions the observations' ``action_mask`` allows, when they carry one."""
+        mask = action_mask(obs)
         if deterministic:
-            q = self.q_values(obs_to_tensor(obs, self.device))
+            q = mask_q(self.q_values(obs_to_tensor(obs, self.device)), mask)
             return {"action": q.argmax(-1).cpu().numpy().astype(np.int64) + self.action_start}
         explore = self.np_rng.random(batch_len(obs)) < self.epsilon
         count = int(np.count_nonzero(explore))
         if count == explore.shape[0]:  # every row explores: the greedy actions would all be replaced
             action = np.zeros(count, dtype=np.int64)
         else:
-            q = self.q_values(obs_to_tensor(obs, self.device))
+            q = mask_q(self.q_values(obs_to_tensor(obs, self.device)), mask)
             action = q.argmax(-1).cpu().numpy().astype(np.int64)
-        action[explore] = self.np_rng.integers(0, self.n_actions, count)
+        action[explore] = masked_uniform(mask, self.n_actions, np.flatnonzero(explore), self.np_rng)
         return {"action": action + self.action_start}
 
     # ------------------------------------------------------------------ learning
@@ -301,18 +304,20 @@ class DQNPolicy(BasePolicy):
         next_obs: torch.Tensor,
         next_q_target: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """``reward + discount * Q_target(next_obs, a*)``, a* greedy under the online (double) or target network.
+        """``reward + discount * Q_target(next_obs, a*)``, a* greedy under the online (double) or target network,
+        among the actions ``next_obs``'s ``action_mask`` allows (when it carries one).
 
         ``next_q_target``: `target_q_values` of ``next_obs`` when already computed (a train phase whose target
         network stays put computes them for all its minibatches in one forward).
         """
         with torch.no_grad():
             next_q = self.target_q_values(next_obs) if next_q_target is None else next_q_target
+            mask = action_mask(next_obs)
             if self.config.double_q:
-                best = self.q_values(next_obs).argmax(-1, keepdim=True)
+                best = mask_q(self.q_values(next_obs), mask).argmax(-1, keepdim=True)
                 next_v = next_q.gather(1, best).squeeze(1)
             else:
-                next_v = next_q.max(-1).values
+                next_v = mask_q(next_q, mask).max(-1).values
             return reward + discount * next_v
 
     def loss(self, batch: Dict[str, Any]) -> Dict[str, torch.Tensor]:

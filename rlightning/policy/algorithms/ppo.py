@@ -31,6 +31,7 @@ from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_for
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
+from rlightning.policy.networks.masks import action_mask, mask_logits
 from rlightning.policy.networks.recurrent import RecurrentStreams, build_recurrent_core
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
@@ -189,28 +190,32 @@ class PPOPolicy(BasePolicy):
         finally:
             self.streams.abandon()  # nothing pending after a commit; after a failure the streams stay as they were
 
-    def _dist(self, x: torch.Tensor):
-        return self.head.distribution(self.actor(x))
+    def _dist(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None):
+        return self.head.distribution(self.actor(x), mask)
 
     def _log_prob_entropy(self, dist, action: torch.Tensor):
         return self.head.log_prob_entropy(dist, action)
 
-    def log_prob_entropy(self, x: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities and entropies of ``action`` under the actor's distribution at features ``x``, with
-        gradients (what a loss written outside this class, such as recurrent PPO's, differentiates)."""
-        return self._log_prob_entropy(self._dist(x), action)
+    def log_prob_entropy(
+        self, x: torch.Tensor, action: torch.Tensor, mask: Optional[torch.Tensor] = None
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities and entropies of ``action`` under the actor's distribution at features ``x``
+        (restricted by the action ``mask``, if any), with gradients (what a loss written outside this class, such
+        as recurrent PPO's, differentiates)."""
+        return self._log_prob_entropy(self._dist(x, mask), action)
 
-    def _train_forward(self, x: torch.Tensor, action: torch.Tensor):
-        """Log-probabilities and entropies of ``action`` and the values at features ``x`` (with gradients).
+    def _train_forward(self, x: torch.Tensor, action: torch.Tensor, mask: Optional[torch.Tensor] = None):
+        """Log-probabilities and entropies of ``action`` and the values at features ``x`` (with gradients),
+        under the action ``mask`` when the observations carry one.
 
         Discrete actions skip the torch ``Categorical`` (its argument checks and second normalisation cost
         about a fifth of a CartPole minibatch update): the same log-softmax, gather and entropy by hand.
         """
         value = mlp_forward(self.critic, x).squeeze(-1)
         if self.kind != "discrete":
-            logp, entropy = self.log_prob_entropy(x, action)
+            logp, entropy = self.log_prob_entropy(x, action, mask)
             return logp, entropy, value
-        logp_all = torch.log_softmax(mlp_forward(self.actor, x), dim=-1)
+        logp_all = torch.log_softmax(mask_logits(mlp_forward(self.actor, x), mask), dim=-1)
         logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         clamped = logp_all.clamp(min=torch.finfo(logp_all.dtype).min)  # as Categorical.entropy: 0 * -inf is 0
         entropy = -(clamped * logp_all.exp()).sum(-1)
@@ -231,12 +236,18 @@ class PPOPolicy(BasePolicy):
         Eval-role copies with discrete actions, vector observations and plain MLP heads on the CPU act in numpy
         (`_act_numpy`); everything else in torch.
         """
-        if self.role_type is PolicyRole.EVAL and self.kind == "discrete" and getattr(self, "core", None) is None:
+        mask = action_mask(obs, self.device)
+        if (
+            self.role_type is PolicyRole.EVAL
+            and self.kind == "discrete"
+            and mask is None
+            and getattr(self, "core", None) is None
+        ):
             out = self._act_numpy(obs, deterministic, with_value)
             if out is not None:
                 return out
         with torch.no_grad():  # here, not as a decorator: the numpy path above would pay for it every step
-            return self._act_torch(obs, deterministic, with_value)
+            return self._act_torch(obs, deterministic, with_value, mask)
 
     @property
     def values_after_rollout(self) -> bool:
@@ -284,8 +295,10 @@ class PPOPolicy(BasePolicy):
                 out.append(forward(self.critic, x).squeeze(-1).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
-    def _act_torch(self, obs: np.ndarray, deterministic: bool, with_value: bool = True) -> Dict[str, np.ndarray]:
-        """`compute_actions` in torch (under ``no_grad``)."""
+    def _act_torch(
+        self, obs: np.ndarray, deterministic: bool, with_value: bool = True, mask: Optional[torch.Tensor] = None
+    ) -> Dict[str, np.ndarray]:
+        """`compute_actions` in torch (under ``no_grad``), under the action ``mask`` (`masks.action_mask`)."""
         x = call_module(self.encoder, obs_to_tensor(obs, self.device))
         recurrent, x_vf = None, x
         if getattr(self, "core", None) is not None:
@@ -300,7 +313,7 @@ class PPOPolicy(BasePolicy):
             # The categorical distribution by hand: building a torch Categorical per step (argument
             # checks, a second normalisation) cost as much as the two forward passes on CartPole;
             # torch.multinomial (its sample) two to three times the Gumbel-max draw.
-            logp_all = torch.log_softmax(forward(self.actor, x), dim=-1)
+            logp_all = torch.log_softmax(mask_logits(forward(self.actor, x), mask), dim=-1)
             sample = logp_all.argmax(-1) if deterministic else categorical_draw(logp_all)
             log_prob = logp_all.gather(-1, sample.unsqueeze(-1)).squeeze(-1)
             out = {
@@ -312,7 +325,7 @@ class PPOPolicy(BasePolicy):
             if recurrent is not None:
                 out.update(recurrent)
             return out
-        dist = self._dist(x)
+        dist = self._dist(x, mask)
         sample = self.head.mode(dist) if deterministic else dist.sample()
         log_prob, _ = self._log_prob_entropy(dist, sample)
         out = {"log_prob": log_prob.float().cpu().numpy(), "action": self.head.to_env(sample)}
@@ -510,8 +523,8 @@ class PPOPolicy(BasePolicy):
             out = sequence_losses(self, ds, idx)
             self.apply_gradients(out.pop("loss"), opt, params, cfg.optim.max_grad_norm)
             return {k: float(v) for k, v in out.items()}
-        x = self.encoder(ds["obs"][idx])
-        new_logp, entropy, new_value = self._train_forward(x, ds["action"][idx])
+        obs = ds["obs"][idx]
+        new_logp, entropy, new_value = self._train_forward(self.encoder(obs), ds["action"][idx], action_mask(obs))
         logratio = new_logp - ds["log_prob"][idx]
         ratio = logratio.exp()
         with torch.no_grad():

@@ -17,6 +17,8 @@ from typing import Any, Dict
 
 import torch
 
+from rlightning.policy.networks.masks import action_mask
+
 __all__ = ["SEQUENCE_KEYS", "sequence_dataset", "sequence_losses"]
 
 #: Keys a recurrent PPO dataset needs besides the action and the state keys.
@@ -80,7 +82,8 @@ def sequence_losses(policy: Any, ds: Dict[str, torch.Tensor], idx: torch.Tensor)
     cfg, clip = policy.config, policy.clip_range
     obs = ds["obs"][idx]
     b, length = obs.shape[0], obs.shape[1]
-    feats = policy.encoder(obs.reshape((b * length,) + tuple(obs.shape[2:]))).reshape(b, length, -1)
+    flat_obs = obs.reshape((b * length,) + tuple(obs.shape[2:]))
+    feats = policy.encoder(flat_obs).reshape(b, length, -1)
     state0 = {k: ds[k][idx] for k in policy.core.state_keys}
     y = policy.core.unroll(feats, state0, ds["is_init"][idx])
     y_pi, y_vf = y if isinstance(y, tuple) else (y, y)
@@ -89,7 +92,7 @@ def sequence_losses(policy: Any, ds: Dict[str, torch.Tensor], idx: torch.Tensor)
     count = mask.sum().clamp_min(1.0)
     act = ds["action"][idx]
     act = act.reshape(b * length) if policy.kind == "discrete" else act.reshape(b * length, -1)
-    new_logp, entropy = policy.log_prob_entropy(y_pi, act)
+    new_logp, entropy = policy.log_prob_entropy(y_pi, act, action_mask(flat_obs))
     new_value = policy.critic(y_vf).squeeze(-1)
     logratio = new_logp - ds["log_prob"][idx].reshape(-1)
     ratio = logratio.exp()

@@ -21,6 +21,7 @@ from torch import nn
 
 from rlightning.policy.algorithms.networks import ObsEncoder, space_name
 from rlightning.policy.networks.cnn import CNN_TYPES, is_image_space
+from rlightning.policy.networks.masks import ACTION_MASK
 
 __all__ = ["DictEncoder", "batch_len", "build_encoder", "nest_dotted_keys", "obs_to_tensor"]
 
@@ -78,6 +79,8 @@ def _module_key(key: str) -> str:
 class DictEncoder(nn.Module):
     """One encoder per key of a Dict (or entry of a Tuple) space, their features concatenated in key order.
 
+    The key ``action_mask`` is not encoded (`rlightning.policy.networks.masks`).
+
     Each key gets what `build_encoder` gives its subspace: a CNN for an image, flat (optionally
     normalised) features for a vector, a nested `DictEncoder` for a nested Dict or Tuple.
 
@@ -104,6 +107,7 @@ class DictEncoder(nn.Module):
         super().__init__()
         self.is_tuple = isinstance(space, spaces.Tuple)
         items = [(str(i), s) for i, s in enumerate(space.spaces)] if self.is_tuple else list(space.spaces.items())
+        items = [(k, s) for k, s in items if k != ACTION_MASK]  # the action mask is read by the policy, not encoded
         if not items:
             raise ValueError(f"policy {policy_name!r}: the observation space {space_name(space)} has no entries")
         self.keys: List[str] = [str(k) for k, _ in items]
@@ -136,13 +140,13 @@ class DictEncoder(nn.Module):
 
     def forward(self, obs: Any) -> torch.Tensor:
         parts = self._parts(obs)
-        feats = [enc(torch.as_tensor(x)) for enc, x in zip(self.encoders.values(), parts)]
+        feats = [enc(obs_to_tensor(x)) for enc, x in zip(self.encoders.values(), parts)]
         return torch.cat([f.reshape(f.shape[0], -1) for f in feats], dim=-1)
 
     def batch_sums(self, obs: Any) -> torch.Tensor:
         """The normalising entries' `ObsEncoder.batch_sums`, concatenated (float64), for all-reduce."""
         sums = [
-            enc.batch_sums(torch.as_tensor(x))
+            enc.batch_sums(obs_to_tensor(x))
             for enc, x in zip(self.encoders.values(), self._parts(obs))
             if getattr(enc, "normalize", False)
         ]

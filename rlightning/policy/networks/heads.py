@@ -19,7 +19,7 @@ Log-probabilities and entropies are summed over an action's entries (a joint, fa
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from torch import nn
 from torch.distributions import Bernoulli, Categorical, Normal
 
 from rlightning.policy.algorithms.networks import action_kind, mlp
+from rlightning.policy.networks.masks import mask_logits
 
 __all__ = ["ActionHead", "GaussianActor", "MultiCategorical"]
 
@@ -109,8 +110,20 @@ class ActionHead:
             return GaussianActor(in_dim, self.out_dim, hidden, activation)
         return mlp(in_dim, hidden, self.out_dim, activation, out_gain=0.01)
 
-    def distribution(self, out: Any):
-        """The distribution of the actor's output ``out``."""
+    def distribution(self, out: Any, mask: Optional[torch.Tensor] = None):
+        """The distribution of the actor's output ``out``; ``mask`` (``[B, out_dim]`` bool, `masks`) makes the
+        disallowed choices of a Discrete or MultiDiscrete action impossible.
+
+        Raises:
+            ValueError: a mask for another kind of action.
+        """
+        if mask is not None:
+            if self.kind not in ("discrete", "multi_discrete"):
+                raise ValueError(
+                    f"an action_mask applies to Discrete and MultiDiscrete actions, not to {self.kind} actions "
+                    f"{self.space}; remove the observation's 'action_mask' key"
+                )
+            out = mask_logits(out, mask)
         if self.kind == "discrete":
             return Categorical(logits=out)
         if self.kind == "multi_discrete":

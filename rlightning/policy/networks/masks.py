@@ -1,0 +1,69 @@
+"""Action masks: which discrete actions a state allows, applied where a distribution or a greedy choice is made.
+
+An env gives its mask as the Dict observation key ``action_mask`` (PettingZoo's convention; the
+``info_action_mask`` wrapper moves gymnasium's ``info["action_mask"]`` there). The mask is therefore part of
+every record's observation, so the learner sees the same mask the actor acted under. Encoders skip the key;
+policies read it with `action_mask` and apply it with `mask_logits` (stochastic policies: sampling,
+log-probabilities and entropy all see it) or `mask_q` (greedy choices and the target's max).
+
+A mask is ``[B, n]`` for ``Discrete(n)`` and ``[B, sum(nvec)]`` (each entry's choices in turn) for
+``MultiDiscrete(nvec)``; nonzero / True means allowed. A row that allows nothing is taken as unmasked (an env
+with no legal action has nothing to choose from; acting on it must not produce NaNs).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import numpy as np
+import torch
+
+from rlightning.types.record_keys import ACTION_MASK
+
+__all__ = ["ACTION_MASK", "action_mask", "mask_logits", "mask_q", "masked_uniform"]
+
+
+def action_mask(obs: Any, device: Any = None) -> Optional[torch.Tensor]:
+    """The ``action_mask`` entry of a batch of observations as a bool tensor ``[B, n]`` (None without one)."""
+    if not (isinstance(obs, Mapping) or hasattr(obs, "batch_size")) or isinstance(obs, torch.Tensor):
+        return None
+    if ACTION_MASK not in obs.keys():
+        return None
+    mask = torch.as_tensor(obs[ACTION_MASK], device=device)
+    mask = mask.reshape(mask.shape[0], -1) if mask.dim() > 1 else mask.reshape(1, -1)
+    return mask.bool()
+
+
+def _usable(mask: torch.Tensor, width: int) -> torch.Tensor:
+    if mask.shape[-1] != width:
+        raise ValueError(
+            f"action_mask has {mask.shape[-1]} entries per row, the policy has {width} action logits; the mask "
+            "needs one entry per action (for MultiDiscrete: sum(nvec), each entry's choices in turn)"
+        )
+    return mask | ~mask.any(-1, keepdim=True)  # a row allowing nothing stays unmasked
+
+
+def mask_logits(logits: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """``logits`` with the disallowed entries at the dtype's lowest value (probability 0 after a softmax)."""
+    if mask is None:
+        return logits
+    mask = _usable(mask.to(logits.device), logits.shape[-1])
+    return logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+
+
+def mask_q(q: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """Q-values with disallowed actions at ``-inf``: what an argmax or a max over actions reads."""
+    if mask is None:
+        return q
+    mask = _usable(mask.to(q.device), q.shape[-1])
+    return q.masked_fill(~mask, float("-inf"))
+
+
+def masked_uniform(mask: Optional[torch.Tensor], n: int, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Uniform random actions for the rows ``rows`` (an index array), among each row's allowed actions."""
+    if mask is None:
+        return rng.integers(0, n, len(rows))
+    allowed = _usable(mask[torch.as_tensor(rows, dtype=torch.long)], n).cpu().numpy()
+    # the Gumbel-max draw over the allowed entries: uniform among them
+    scores = np.where(allowed, rng.random(allowed.shape), -1.0)
+    return scores.argmax(-1).astype(np.int64)
