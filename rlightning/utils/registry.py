@@ -115,6 +115,10 @@ class Registry:
 
 
 BUFFERS = Registry("buffer", builtins="rlightning.buffer")
+"""Data buffers by name (``buffer.type``): ``replay``, ``rollout``."""
 ENVS = Registry("env", builtins="rlightning.env")
+"""Env backends by name (``env.backend``): ``gymnasium``, ``pettingzoo``, ``rendezvous``."""
 POLICIES = Registry("policy", builtins="rlightning.policy")
+"""Algorithms by name (``policy.type``), each with its config class."""
 ENGINE = Registry("engine", builtins="rlightning.engine")
+"""Engines by name (``engine``): ``syncrl``, ``asyncrl``, ``eval``."""
