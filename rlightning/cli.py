@@ -1,4 +1,4 @@
-"""The ``rlightning`` command line: train, eval, presets, config, selfcheck.
+"""The ``rlightning`` command line: train, eval, export, presets, config, selfcheck.
 
 Exit codes: 0 on success; 2 for bad input, with one line ``rlightning: error: ...``
 on stderr and no traceback; 130 when interrupted. Bad input is an unknown
@@ -115,9 +115,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    cfg = _load(args.target, args.overrides)
+    if args.resume and args.target and "=" in args.target and not Path(args.target).exists():
+        args.overrides, args.target = [args.target, *args.overrides], None  # `--resume DIR key=value`: no TARGET
+    if not args.target and not args.resume:
+        raise ValueError("train needs a TARGET (a preset name or a YAML config), or --resume RUN_DIR")
+    cfg = _resume_config(args) if args.resume else _load(args.target, args.overrides)
     if args.run_dir:
         cfg.log.run_dir = args.run_dir
+    if args.resume:  # the resumed run writes on into its folder
+        cfg.log.run_dir, cfg.log.name = str(Path(args.resume).parent), Path(args.resume).name
     if args.quiet:
         cfg.log.progress = False
     from rlightning.utils.builders import build_run
@@ -130,13 +136,15 @@ def _train(args: argparse.Namespace) -> int:
     engine = None
     try:
         engine = build_run(cfg).engine
+        if args.resume:
+            print(f"resuming from {engine.resume(args.resume)} (iteration {engine.iteration})")
         if not started:
             place = "in this process"
         else:
             place = (
                 f"on the Ray cluster at {cfg.cluster.address!r}" if cfg.cluster.address else "on a local Ray runtime"
             )
-        print(f"training {args.target} ({cfg.engine}, {cfg.policy.type} on {cfg.env.name}) {place}")
+        print(f"training {args.target or args.resume} ({cfg.engine}, {cfg.policy.type} on {cfg.env.name}) {place}")
         t0 = time.perf_counter()
         history = engine.run(callbacks=[_print_metrics] if args.metrics_lines else ())
         seconds = time.perf_counter() - t0
@@ -152,6 +160,21 @@ def _train(args: argparse.Namespace) -> int:
 
             release_ray()
     return 0
+
+
+def _resume_config(args: argparse.Namespace) -> MainConfig:
+    """``train --resume RUN_DIR``: the config of the run's newest complete checkpoint (or of TARGET when given),
+    with the overrides."""
+    if args.target:
+        return _load(args.target, args.overrides)
+    from rlightning.engine.checkpoint import FORMAT_VERSION, load_engine_files
+    from rlightning.engine.checkpoint_store import newest_checkpoint
+
+    info = newest_checkpoint(args.resume, FORMAT_VERSION)
+    if info is None:
+        raise FileNotFoundError(f"--resume {args.resume!r}: no complete checkpoint (iter_* under checkpoints/) there")
+    _, cfg = load_engine_files(info.path)
+    return apply_overrides(cfg, list(args.overrides))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -181,6 +204,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from rlightning.policy.acting_net import ActingNet
+    from rlightning.policy.export import EXPORT_SUFFIXES, check_format
+    from rlightning.policy.standalone import load_policy
+
+    check_format(args.format)  # before the checkpoint is read
+    output = Path(args.output) if args.output else Path(Path(args.checkpoint).name + EXPORT_SUFFIXES[args.format])
+    policy = load_policy(args.checkpoint)
+    path = policy.export(output, format=args.format, action_mask=args.action_mask)
+    net = ActingNet(policy.policy, masked=args.action_mask)
+    print(f"exported {args.checkpoint} ({policy.config.policy.type} on {policy.config.env.name}) to {path}")
+    print(f"inputs          {', '.join(net.input_names)}")
+    print(f"outputs         {', '.join(net.output_names)}")
+    return 0
+
+
 def cmd_selfcheck(args: argparse.Namespace) -> int:
     from rlightning.selfcheck import run_selfcheck
 
@@ -195,9 +234,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("train", help="train a preset or a config file")
-    p.add_argument("target", help="preset name (see `rlightning presets`) or path to a YAML config")
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="preset name (see `rlightning presets`) or path to a YAML config (optional with --resume)",
+    )
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.iterations=50 policy.optim.lr=1e-3")
     p.add_argument("--run-dir", help="folder for metrics and checkpoints (default: log.run_dir)")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its newest complete checkpoint (its config unless TARGET is given)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     p.add_argument("--json", action="store_true", help="also print the last metrics as JSON")
     p.add_argument(
@@ -212,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides")
     p.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("export", help="export a checkpoint's policy (deterministic acting) to ONNX or TorchScript")
+    p.add_argument("checkpoint", help="checkpoint folder written by train")
+    p.add_argument("--format", default="onnx", help="onnx (default) or torchscript")
+    p.add_argument("--output", help="file to write (default: <checkpoint folder name>.onnx / .pt here)")
+    p.add_argument("--action-mask", action="store_true", help="give the model an action_mask input (discrete)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("presets", help="list the packaged presets")
     p.set_defaults(func=cmd_presets)

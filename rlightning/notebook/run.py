@@ -292,6 +292,49 @@ class Run:
 
         return EpisodePlayer(record_episodes(self, episodes, max_steps=max_steps, fps=fps))
 
+    # ------------------------------------------------------------------ using the policy
+    def evaluate(self, episodes: Optional[int] = None) -> Dict[str, Any]:
+        """Play ``episodes`` deterministic episodes on an env of their own (None: ``train.eval_episodes``).
+
+        Returns their statistics: ``episodes``, ``return_mean``, ``return_std``, ``return_min``,
+        ``return_max``, ``length_mean``. The run must not be training.
+
+        Raises:
+            ValueError: ``episodes`` is not an int >= 1.
+        """
+        self._check_idle()
+        if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1):
+            raise ValueError(
+                f"run.evaluate: episodes must be an int >= 1 (or None: train.eval_episodes), got {episodes!r}"
+            )
+        return self.engine.evaluate(episodes)
+
+    def policy(self) -> Any:
+        """The current policy alone: a `StandalonePolicy` with a copy of the train workers' weights.
+
+        ``pi.predict(obs)`` acts on raw gymnasium observations in this process, without Ray or a Lab; later
+        training does not change it (call ``run.policy()`` again for newer weights).
+        """
+        if self._closed:
+            raise RuntimeError(f"run {self.name!r} is closed; build it again with lab.build(cfg)")
+        from rlightning.policy.standalone import StandalonePolicy
+
+        return StandalonePolicy.from_run(self)
+
+    def export(self, path: str, format: str = "onnx", action_mask: bool = False) -> Any:
+        """Write the current policy's deterministic acting to ``path`` as ``"onnx"`` or ``"torchscript"``.
+
+        The exported model gives `policy().predict`'s deterministic actions (`rlightning.policy.export`);
+        ONNX needs ``pip install 'rlightning[export]'``. Returns the path.
+
+        Raises:
+            ValueError: an unknown ``format`` (the valid ones named).
+        """
+        from rlightning.policy.export import check_format
+
+        check_format(format)
+        return self.policy().export(path, format=format, action_mask=action_mask)
+
     # ------------------------------------------------------------------ lifecycle
     def save(self, path: Optional[str] = None, include_buffer: bool = False) -> Any:
         """Write a checkpoint folder and return its path."""

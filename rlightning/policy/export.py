@@ -14,6 +14,7 @@ ONNX needs the ``export`` extra (``pip install 'rlightning[export]'``: onnx, onn
 from __future__ import annotations
 
 import io
+import logging
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -27,10 +28,12 @@ from rlightning.utils.logger import get_logger
 
 logger = get_logger(__name__)
 
-__all__ = ["EXPORT_FORMATS", "example_inputs", "export_policy"]
+__all__ = ["EXPORT_FORMATS", "EXPORT_SUFFIXES", "example_inputs", "export_policy"]
 
 #: The formats `export_policy` writes.
 EXPORT_FORMATS = ("onnx", "torchscript")
+#: The file suffix of each format (what ``rlightning export`` names its output by default).
+EXPORT_SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt"}
 
 #: Rows of the example batch an export traces with (any batch size runs afterwards).
 EXAMPLE_ROWS = 2
@@ -99,17 +102,23 @@ def _export_onnx(net: Any, example: Tuple[torch.Tensor, ...], target: Path) -> N
         raise ImportError("ONNX export needs the export extra: pip install 'rlightning[export]'") from None
     batch = torch.export.Dim("batch")
     dynamic = tuple({0: batch} for _ in example)
-    with torch.no_grad(), warnings.catch_warnings(), redirect_stdout(io.StringIO()) as printed:
-        warnings.simplefilter("ignore")  # the exporter's notes on optional packages (torchvision ops)
-        program = torch.onnx.export(
-            net,
-            example,
-            input_names=net.input_names,
-            output_names=net.output_names,
-            dynamic_shapes=(dynamic,),
-            dynamo=True,
-            verbose=False,
-            external_data=False,
-        )
+    torch_onnx_log = logging.getLogger("torch.onnx")
+    level = torch_onnx_log.level
+    torch_onnx_log.setLevel(logging.ERROR)  # its notes that torchvision's ops are skipped (none are used here)
+    try:
+        with torch.no_grad(), warnings.catch_warnings(), redirect_stdout(io.StringIO()) as printed:
+            warnings.simplefilter("ignore")  # the exporter's deprecation notes about its own internals
+            program = torch.onnx.export(
+                net,
+                example,
+                input_names=net.input_names,
+                output_names=net.output_names,
+                dynamic_shapes=(dynamic,),
+                dynamo=True,
+                verbose=False,
+                external_data=False,
+            )
+    finally:
+        torch_onnx_log.setLevel(level)
     logger.debug("torch.onnx.export: %s", printed.getvalue().strip())
     program.save(str(target))

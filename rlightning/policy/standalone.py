@@ -77,7 +77,7 @@ class StandalonePolicy:
     @classmethod
     def from_run(cls, run: Any) -> StandalonePolicy:
         """The current weights of a `rlightning.notebook.Run` (its train workers'), in a copy of its own."""
-        meta = run.env_group.env_metas()[0]
+        meta = run.env_group.env_metas[0]
         return cls.from_weights(run.config, meta, run.policy_group.get_weights(), run.policy_group.weight_version)
 
     # ------------------------------------------------------------------ acting
