@@ -139,8 +139,11 @@ class MultiAgentEnvRet(EnvRet):
     """
 
     last_reward: Dict[str, float] = 0.0
+    """Per agent id, the reward received after the last step."""
     last_terminated: Dict[str, bool] = False
+    """Per agent id, whether the agent has terminated after the last step."""
     last_truncated: Dict[str, bool] = False
+    """Per agent id, whether the agent has been truncated after the last step."""
 
     @property
     def agent_ids(self) -> Tuple[str, ...]:

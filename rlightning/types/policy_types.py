@@ -24,6 +24,9 @@ class PolicyResponse(SimpleNamespace):
     Args:
         env_id: Environment identifier this response is for.
         **data: The response's attributes (``action`` and any extras).
+
+    Attributes:
+        env_id: Environment identifier this response is for.
     """
 
     def __init__(self, env_id: str, **data: Any) -> None:
