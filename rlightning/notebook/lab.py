@@ -15,7 +15,7 @@ import socket
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 from rlightning.notebook.checks import actor_resources, check_config, describe_need
 from rlightning.notebook.errors import ResourceError, install_short_errors
@@ -242,11 +242,16 @@ class Lab:
         if not self._open:
             raise RuntimeError("this Lab was shut down; make a new one with Lab.local() or Lab.connect()")
 
-    def build(self, cfg: MainConfig, name: str = "default", **buffer_fns: Any) -> Run:
+    def build(
+        self, cfg: MainConfig, name: str = "default", resume: Optional[Union[str, Path]] = None, **buffer_fns: Any
+    ) -> Run:
         """Build env group, policy group, buffer and engine; replaces (and stops) an earlier run of that name.
 
         The whole config (env id included) is checked, and so are the CPUs and GPUs it asks of the
         cluster, before any worker starts.
+
+        ``resume``: a run folder (``<log.run_dir>/<log.name>``) to continue from its newest complete checkpoint
+        (counters, metrics, RNG, optimizer and schedules; see `BaseEngine.resume`); the run keeps writing there.
 
         Raises:
             ConfigError: a config problem (a ``ValueError``; an unknown name is also a ``KeyError``).
@@ -269,7 +274,15 @@ class Lab:
         cfg = cfg.model_copy(deep=True)
         if cfg.log.run_dir == LogConfig().run_dir:  # the default "runs": not the notebook's folder ("./runs" is)
             cfg.log.run_dir = str(notebook_run_dir())
+        if resume is not None:  # the resumed run writes on into its folder
+            cfg.log.run_dir, cfg.log.name = str(Path(resume).parent), Path(resume).name
         parts = build_run(cfg, **buffer_fns)
+        if resume is not None:
+            try:
+                parts.engine.resume(str(resume))
+            except BaseException:
+                parts.engine.close()
+                raise
         logger.info("run %r writes to %s", name, parts.engine.run_dir)
         run = Run(name, parts.engine.config, parts, freeze=True)
         self._runs[name] = run
@@ -403,6 +416,45 @@ class Lab:
         run = Run(name, cfg, RunParts(env_group, policy_group, buffer, engine))
         self._runs[name] = run
         return run
+
+    # ------------------------------------------------------------------ experiments (rlightning.notebook.sweep)
+    def sweep(self, cfg: MainConfig, space: Dict[str, Any], **options: Any) -> Any:
+        """Run ``cfg`` over a search space as Ray Tune trials on this Lab's cluster; returns an `Experiment` at once.
+
+        Each trial is an ordinary run whose actors sit in the trial's own placement group; the
+        trials go on in the background (``exp.show()``, ``exp.wait()``, ``exp.results_df()``).
+
+        Args:
+            cfg: The base config.
+            space: Dotted config path (as the command line's overrides) -> Tune domain
+                (``tune.loguniform(1e-4, 1e-2)``, ``tune.choice([...])``) or a list (a grid).
+            **options: ``seeds`` (count or list), ``num_samples``, ``search`` (``"random"``, ``"grid"``,
+                ``"optuna"``), ``scheduler`` (None, ``"asha"``, ``"pbt"``), ``metric``, ``mode``,
+                ``stop`` (``{"env_steps": n}`` or ``{"iterations": n}``), ``max_concurrent``, ``name``,
+                ``resume``, ``max_failures``, ``checkpoint_every``, ``scheduler_options``
+                (see `rlightning.notebook.sweep.start_sweep`).
+
+        Raises:
+            ValueError / KeyError / TypeError: a bad space or option, found before any trial starts.
+            ResourceError: one trial needs more CPUs/GPUs than the cluster has.
+        """
+        from rlightning.notebook.sweep import start_sweep
+
+        self._check_open()
+        check_config(cfg) if isinstance(cfg, MainConfig) else None
+        return start_sweep(cfg, space, **options)
+
+    def seeds(self, cfg: MainConfig, seeds: Any = 5, **options: Any) -> Any:
+        """Run ``cfg`` unchanged over ``seeds`` (a count or a list) as Tune trials; returns an `Experiment`.
+
+        ``rlightning.notebook.stats`` turns it into a return curve with a 95% bootstrap band and
+        final-return aggregates (mean, median, IQM with bootstrap intervals). Options as `sweep`.
+        """
+        from rlightning.notebook.sweep import start_sweep
+
+        self._check_open()
+        check_config(cfg) if isinstance(cfg, MainConfig) else None
+        return start_sweep(cfg, options.pop("space", {}), seeds=seeds, allow_empty=True, **options)
 
     # ------------------------------------------------------------------ jobs (rlightning.notebook.jobs)
     def submit(self, cfg: MainConfig, name: str = "train", dashboard: Optional[str] = None, **kwargs: Any) -> Any:
