@@ -192,7 +192,9 @@ def prune_checkpoints(
         if scored:
             kept.add(max(scored, key=lambda c: (c.eval_return, c.iteration)).path)
     for c in complete:
-        if c.path not in kept:
-            shutil.rmtree(c.path, ignore_errors=True)
+        if c.path not in kept:  # renamed out of sight first: a kill mid-removal leaves no half folder
+            doomed = Path(tempfile.mkdtemp(prefix=f".{c.path.name}{_TMP_MARK}gone-", dir=folder))
+            os.replace(c.path, doomed / c.path.name)
+            shutil.rmtree(doomed, ignore_errors=True)
             removed.append(c.path)
     return removed
