@@ -252,7 +252,7 @@ def check_metric(spec: SweepSpec, reported: Optional[Sequence[str]] = None) -> N
     if reported is None:
         reported = probe_metrics(spec.base)
     if spec.metric not in reported:
-        names = ", ".join(sorted(k for k in reported if k != "time"))
+        names = ", ".join(sorted({*ENGINE_METRICS, *reported} - {"time"}))
         raise ValueError(f"metric {spec.metric!r} is never reported by this run; it reports: {names}")
 
 

@@ -1,0 +1,118 @@
+"""Issue 37: a sweep is checked as a whole before any trial starts; the statistics over seeds."""
+
+import numpy as np
+import pytest
+from ray import tune
+from scipy.stats import trim_mean
+
+from rlightning.notebook.stats import aggregates, iqm, probability_of_improvement
+from rlightning.notebook.sweep_space import check_metric, check_sweep
+from rlightning.utils.config import load_preset
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    cfg = load_preset("cartpole_ppo")
+    cfg.log.run_dir = str(tmp_path)
+    return cfg
+
+
+def test_space_keys_become_tune_params_and_seeds_a_grid(cfg):
+    spec = check_sweep(cfg, {"policy.optim.lr": tune.loguniform(1e-4, 1e-2), "env.num_envs": [4, 8]}, seeds=3)
+    assert spec.space["env.num_envs"] == {"grid_search": [4, 8]}
+    assert spec.space["seed"] == {"grid_search": [cfg.seed, cfg.seed + 1, cfg.seed + 2]}
+    assert spec.varied == ["policy.optim.lr", "env.num_envs", "seed"]
+    assert (spec.stop_key, spec.stop_value) == ("iteration", cfg.train.iterations)
+    spec = check_sweep(cfg, {"policy.ent_coef": [0.0, 0.01]}, scheduler="pbt", stop={"env_steps": 5000})
+    assert spec.live == {"policy.ent_coef": "ent_coef"} and spec.stop_key == "env_steps"
+
+
+@pytest.mark.parametrize(
+    "space, options, error, match",
+    [
+        ({}, {}, ValueError, r"space is empty: give at least one dotted config path"),
+        ({"policy.optim.lrr": [1e-3]}, {}, ValueError, r"space\['policy.optim.lrr'\].*Did you mean 'lr'"),
+        ({"polcy.gamma": [0.9]}, {}, ValueError, r"unknown MainConfig key 'polcy'.*Did you mean 'policy'"),
+        (
+            {"train.rollout_steps": [0, 16]},
+            {},
+            ValueError,
+            r"space\['train.rollout_steps'\].*greater than or equal to 1",
+        ),
+        ({"policy.gamma": tune.uniform(0.9, 1.5)}, {}, ValueError, r"space\['policy.gamma'\] = .*less than or equal"),
+        ({"policy.gamma": [0.9]}, {"num_samples": 0}, ValueError, r"num_samples must be an int >= 1.*got 0"),
+        (
+            {"policy.gamma": [0.9]},
+            {"stop": {"time_s": 60}},
+            ValueError,
+            r"stop key 'time_s' is not a counter; use one of env_steps, iterations",
+        ),
+        (
+            {"train.rollout_steps": [16, 32]},
+            {"scheduler": "pbt"},
+            KeyError,
+            r"'train.rollout_steps' is not one of them \(settable: .*policy.optim.lr",
+        ),
+        (
+            {"policy.gamma": [0.9]},
+            {"search": "bayes"},
+            ValueError,
+            r"search 'bayes' is not one of random, grid, optuna",
+        ),
+        (
+            {"policy.gamma": [0.9]},
+            {"scheduler": "hyperband"},
+            ValueError,
+            r"scheduler 'hyperband' is not one of None, 'asha', 'pbt'",
+        ),
+        (
+            {"policy.gamma": tune.uniform(0.9, 0.99)},
+            {"search": "grid"},
+            ValueError,
+            r"search='grid' needs a list of values for 'policy.gamma'",
+        ),
+        ({"policy.gamma": [0.9]}, {"seeds": 0}, ValueError, r"seeds must be >= 1"),
+        ({"policy.gamma": [0.9]}, {"mode": "best"}, ValueError, r"mode must be 'max' or 'min', got 'best'"),
+    ],
+)
+def test_bad_sweeps_are_refused_before_any_trial(cfg, space, options, error, match):
+    with pytest.raises(error, match=match):
+        check_sweep(cfg, space, **options)
+
+
+def test_a_metric_never_reported_names_those_that_are(cfg):
+    cfg.env.num_envs = 2
+    cfg.train.rollout_steps = 8
+    spec = check_sweep(cfg, {"policy.optim.lr": [1e-3]}, metric="episode_reward")
+    with pytest.raises(ValueError, match=r"metric 'episode_reward' is never reported.*clipfrac.*episode_return_mean"):
+        check_metric(spec)  # one local iteration tells what PPO reports
+    check_metric(check_sweep(cfg, {"policy.optim.lr": [1e-3]}, metric="clipfrac"))  # PPO's own: accepted
+
+
+def test_final_aggregates_are_the_estimators_on_the_same_numbers():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(100, 20, size=10), rng.normal(80, 20, size=7)
+    table = aggregates({"a": a, "b": b}, reps=1000, seed=1)
+    assert table.loc["a", "mean"] == pytest.approx(a.mean())
+    assert table.loc["b", "median"] == pytest.approx(np.median(b))
+    assert table.loc["a", "iqm"] == pytest.approx(np.sort(a)[2:8].mean())  # the middle half of 10 runs
+    assert iqm(np.arange(1.0, 9.0)) == pytest.approx(4.5) == trim_mean(np.arange(1.0, 9.0), 0.25)
+    for name in ("mean", "median", "iqm"):
+        assert table.loc["a", f"{name}_lo"] <= table.loc["a", name] <= table.loc["a", f"{name}_hi"]
+    # The percentile bootstrap of the mean: the 2.5% and 97.5% quantiles of resampled means.
+    boot = np.random.default_rng(1)
+    means = np.sort([a[boot.integers(0, a.size, a.size)].mean() for _ in range(4000)])
+    assert table.loc["a", "mean_lo"] == pytest.approx(np.quantile(means, 0.025), abs=3.0)
+    assert table.loc["a", "mean_hi"] == pytest.approx(np.quantile(means, 0.975), abs=3.0)
+    assert aggregates({"a": a}, reps=1000, seed=1).equals(aggregates({"a": a}, reps=1000, seed=1))
+    with pytest.raises(ValueError, match=r"scores\['one'\] needs at least 2 runs"):
+        aggregates({"one": [1.0]})
+
+
+def test_probability_of_improvement_counts_pairs_ties_half():
+    assert probability_of_improvement([3, 4], [1, 2], reps=200)["p"] == 1.0
+    assert probability_of_improvement([1, 2], [3, 4], reps=200)["p"] == 0.0
+    x, y = [1.0, 2.0, 3.0], [2.0, 2.0, 0.0]
+    pairs = [(a > b) + 0.5 * (a == b) for a in x for b in y]
+    poi = probability_of_improvement(x, y, reps=500)
+    assert poi["p"] == pytest.approx(np.mean(pairs)) and poi["lo"] <= poi["p"] <= poi["hi"]
