@@ -95,6 +95,19 @@ def test_load_policy_gives_the_runs_actions(trained):
 
 
 @pytest.mark.slow
+def test_run_export_gives_the_policys_actions(trained, tmp_path):
+    import onnxruntime as ort
+
+    run, _ = trained
+    path = run.export(str(tmp_path / "cartpole.onnx"))
+    obs = sample_batch(spaces.Box(-2.0, 2.0, (4,), np.float32), 256, seed=5)
+    (action,) = ort.InferenceSession(str(path)).run(None, {"obs": obs})
+    assert np.array_equal(action, run.policy().predict(obs)[0])
+    with pytest.raises(ValueError, match=r"format='onnxx' is not an export format"):
+        run.export(str(tmp_path / "p"), format="onnxx")
+
+
+@pytest.mark.slow
 def test_run_evaluate_checks_episodes(trained):
     run, _ = trained
     with pytest.raises(ValueError, match=r"episodes must be an int >= 1 .* got 0"):
