@@ -1,0 +1,99 @@
+"""Sphinx extension of the rlightning site: config fields with their defaults, shapes in docstrings.
+
+- pydantic keeps a model's fields in ``model_fields`` rather than as class attributes, so autodoc finds a
+  field's docstring in the source but no value. This adds ``Default: ...`` under each field's docstring
+  (``required`` where there is none).
+- The docstrings write array shapes as ``[B, *obs_shape]``, Markdown-style; reST would read the ``*`` as
+  the start of an emphasis. A ``*`` right after ``[`` or ``, `` inside such a shape (outside literals) is escaped.
+- A dataclass field listed in its class's ``Attributes:`` section and also given a docstring of its own
+  would be described twice (napoleon's entry and autodoc's); the ``Attributes:`` line is dropped then.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, List
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+from sphinx.errors import PycodeError
+from sphinx.pycode import ModuleAnalyzer
+
+
+def _default_text(field: Any) -> str:
+    if field.default_factory is not None:
+        try:
+            value = field.default_factory()
+        except TypeError:  # a factory that needs the validated data
+            return "computed from the other fields"
+        return f"``{value!r}`` (a new one per config)"
+    if field.default is PydanticUndefined:
+        return "required"
+    return f"``{field.default!r}``"
+
+
+def _add_default(app: Any, what: str, name: str, obj: Any, options: Any, lines: List[str]) -> None:
+    if what != "attribute":
+        return
+    owner_name, _, field_name = name.rpartition(".")
+    module_name, _, class_name = owner_name.rpartition(".")
+    try:
+        owner = getattr(importlib.import_module(module_name), class_name, None)
+    except (ImportError, ValueError):
+        return
+    if not (isinstance(owner, type) and issubclass(owner, BaseModel)):
+        return
+    field = owner.model_fields.get(field_name)
+    if field is None:
+        return
+    if lines and lines[-1].strip():
+        lines.append("")
+    lines.append(f"Default: {_default_text(field)}")
+
+
+_SHAPE_STAR = re.compile(r"(\[[^\]`]*?(?:\[|, ))\*(?=\w)")
+
+
+def _escape_shape_stars(app: Any, what: str, name: str, obj: Any, options: Any, lines: List[str]) -> None:
+    for i, line in enumerate(lines):
+        if "*" in line:
+            parts = line.split("``")  # odd parts are inline literals: left as they are
+            lines[i] = "``".join(_SHAPE_STAR.sub(r"\1\\*", p) if j % 2 == 0 else p for j, p in enumerate(parts))
+
+
+_ATTR_LINE = re.compile(r"^(\s+)(\w+)(?: \(.*\))?:")
+
+
+def _drop_attributes_with_own_docs(app: Any, what: str, name: str, obj: Any, options: Any, lines: List[str]) -> None:
+    if what != "class" or not isinstance(obj, type):
+        return
+    try:
+        attr_docs = ModuleAnalyzer.for_module(obj.__module__).find_attr_docs()
+    except PycodeError:
+        return
+    own = {attr for (cls, attr) in attr_docs if cls == obj.__qualname__}
+    out: List[str] = []
+    in_section, dropping, indent = False, False, None
+    for line in lines:
+        if line.strip() == "Attributes:":
+            in_section, indent = True, None
+        elif in_section and line.strip() and not line.startswith(" "):
+            in_section = False
+        if in_section and (m := _ATTR_LINE.match(line)):
+            indent = indent or m.group(1)
+            if m.group(1) == indent:
+                dropping = m.group(2) in own
+        elif in_section and not line.strip():
+            dropping = False
+        if not dropping:
+            out.append(line)
+    lines[:] = out
+
+
+def setup(app: Any) -> dict:
+    """Register the docstring hooks."""
+    app.connect("autodoc-process-docstring", _add_default)
+    app.connect("autodoc-process-docstring", _drop_attributes_with_own_docs, priority=400)
+    app.connect("autodoc-process-docstring", _escape_shape_stars, priority=400)  # before the type hints parse it
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,177 @@
+"""The documentation site: ``scripts/docs`` builds it warning-free, every name the seed documents declare has
+an entry in its API reference, and the built pages render in headless Chromium.
+
+The site is built once per test session (module fixture); the browser test serves that build on a loopback
+port. Screenshots go to the test's temporary folder, or to ``$RLIGHTNING_DOCS_SCREENSHOTS`` when set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Dict, Iterator, List, Set
+
+import pytest
+
+from tests.support.browser import CHROMIUM_ARGS, find_chromium
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+HTML = ROOT / "docs" / "_build" / "html"
+SEED_NAMES = Path(__file__).with_name("seed_names.txt")
+
+
+@pytest.fixture(scope="module")
+def built_site() -> subprocess.CompletedProcess:
+    """Run ``scripts/docs`` (a fresh build with warnings as errors, then the internal link check)."""
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "docs")], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def inventory_names(built_site: subprocess.CompletedProcess) -> Set[str]:
+    """Every Python object the API reference describes, from the build's ``objects.inv``."""
+    from sphinx.util.inventory import InventoryFile
+
+    assert built_site.returncode == 0, built_site.stdout + built_site.stderr
+    with open(HTML / "objects.inv", "rb") as f:
+        inventory = InventoryFile.load(f, "", lambda base, uri: uri)
+    data = getattr(inventory, "data", inventory)  # a dict before Sphinx 8.2, an _Inventory after
+    return {name for domain, entries in data.items() if domain.startswith("py:") for name in entries}
+
+
+def _resolve(dotted: str) -> object:
+    """The object a dotted name points to: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+def test_site_builds_without_warnings_and_broken_links(built_site: subprocess.CompletedProcess) -> None:
+    output = built_site.stdout + built_site.stderr
+    assert built_site.returncode == 0, output
+    assert "WARNING" not in output and "ERROR" not in output, output
+    assert "check_links: 0 broken internal links" in output
+    for page in ("index", "concepts", "api/buffer", "api/config", "notebooks/01_quickstart", "coming_from_sb3"):
+        assert (HTML / f"{page}.html").is_file(), page
+
+
+def test_every_seed_name_has_an_api_entry(inventory_names: Set[str]) -> None:
+    """A seed name is in the reference under its own path, or (a re-export) as the same object under another."""
+    seed_names = [line for line in SEED_NAMES.read_text().split() if line]
+    assert len(seed_names) > 80
+    by_last: Dict[str, List[str]] = {}
+    for name in inventory_names:
+        by_last.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    missing = []
+    for name in seed_names:
+        if name in inventory_names:
+            continue
+        target = _resolve(name)
+        if not any(_resolve(other) is target for other in by_last.get(name.rsplit(".", 1)[-1], [])):
+            missing.append(name)
+    assert not missing, f"seed names without an entry in the API reference: {missing}"
+
+
+def test_config_fields_show_docstring_and_default(built_site: subprocess.CompletedProcess) -> None:
+    text = (HTML / "api" / "policy.html").read_text()
+    entry = re.search(r'id="rlightning\.policy\.algorithms\.PPOConfig\.clip_coef".*?</dd>', text, re.S)
+    assert entry, "PPOConfig.clip_coef has no entry"
+    from rlightning.policy.algorithms import PPOConfig
+
+    field = PPOConfig.model_fields["clip_coef"]
+    assert field.description and field.description.split()[0] in entry.group(0)  # the field's docstring
+    default = re.escape(repr(field.default))
+    assert re.search(rf"Default:\s*<code[^>]*><span[^>]*>{default}</span>", entry.group(0)), entry.group(0)
+    config = (HTML / "api" / "config.html").read_text()
+    assert re.search(r'id="rlightning\.utils\.config\.EnvConfig\.num_envs".*?Default:', config, re.S)
+
+
+def test_storage_entry_in_the_seed_shape(built_site: subprocess.CompletedProcess) -> None:
+    text = (HTML / "api" / "buffer.html").read_text()
+    entry = re.search(r'<dt[^>]*id="rlightning\.buffer\.utils\.Storage".*?</dt>', text, re.S)
+    assert entry, "no entry for rlightning.buffer.utils.Storage"
+    assert "capacity" in entry.group(0) and "viewcode-link" in entry.group(0)  # signature and [source]
+    assert "Bases: <code" in text and "add_transition" in text
+
+
+@contextlib.contextmanager
+def _serve(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` over HTTP on a free loopback port; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+@pytest.mark.browser
+def test_pages_render_in_chromium(built_site: subprocess.CompletedProcess, tmp_path: Path) -> None:
+    assert built_site.returncode == 0, built_site.stdout + built_site.stderr
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("Chromium not found (apt-get install chromium, or set RLIGHTNING_CHROMIUM)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    shots = Path(os.environ.get("RLIGHTNING_DOCS_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    failed: List[str] = []
+    with _serve(HTML) as base, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # Nothing leaves the machine: the widget manager's CDN scripts are refused, not waited for.
+        page.route(re.compile(r"^https?://(?!127\.0\.0\.1)"), lambda route: route.abort())
+        page.on("requestfailed", lambda r: failed.append(r.url) if r.url.startswith(base) else None)
+
+        page.goto(f"{base}/index.html")
+        assert "rlightning" in page.title()
+        assert page.locator("nav a", has_text="API reference").count() >= 1
+        assert page.locator("h1", has_text="rlightning").is_visible()
+        page.screenshot(path=str(shots / "index.png"))
+
+        page.goto(f"{base}/api/buffer.html#rlightning.buffer.utils.Storage")
+        storage = page.locator('dt[id="rlightning.buffer.utils.Storage"]')
+        assert storage.is_visible()
+        assert "Storage" in storage.inner_text() and "[source]" in storage.inner_text()
+        assert page.locator('dt[id="rlightning.buffer.utils.Storage.add_transition"]').count() == 1
+        page.screenshot(path=str(shots / "storage.png"))
+
+        page.goto(f"{base}/notebooks/01_quickstart.html")
+        page.wait_for_load_state("load")
+        assert page.locator(".cell_output").count() >= 5
+        loaded = page.evaluate(
+            "() => Array.from(document.querySelectorAll('.cell_output img')).filter(i => i.naturalWidth > 0).length"
+        )
+        assert loaded >= 1, "no plot of the notebook's stored outputs was displayed"
+        page.screenshot(path=str(shots / "notebook.png"), full_page=False)
+        browser.close()
+    assert not failed, f"pages of the site that did not load: {failed}"
+    assert all((shots / f"{name}.png").stat().st_size > 10_000 for name in ("index", "storage", "notebook"))
+    if shots != tmp_path:
+        shutil.copytree(shots, tmp_path / "screenshots", dirs_exist_ok=True)
