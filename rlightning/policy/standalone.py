@@ -236,7 +236,8 @@ class StandalonePolicy:
                 raise ValueError(f"state[{k!r}] has shape {arr.shape}, expected {want}")
             out[k] = arr.reshape(rows, width)
         if episode_start is not None:
-            start = np.asarray(episode_start, dtype=bool).reshape(-1)
+            start = np.asarray(episode_start, dtype=bool)
+            start = np.full(rows, bool(start)) if start.ndim == 0 else start.reshape(-1)
             if start.shape != (rows,):
                 raise ValueError(f"episode_start has {start.shape[0]} rows, the observations {rows}")
             out = {k: v * (~start)[:, None].astype(np.float32) for k, v in out.items()}

@@ -238,6 +238,10 @@ def test_recurrent_state_goes_in_and_out_as_the_policys_own_acting(shared):
     assert set(state) == {"recurrent_h", "recurrent_c"} and state["recurrent_h"].shape == (4, 32 if not shared else 16)
     one, one_state = pi.predict(obs[0, 0])
     assert np.shape(one) == () and one_state["recurrent_h"].shape == ((32 if not shared else 16),)
+    restarted = pi.predict(obs[0], state=state, episode_start=True)  # one bool for the whole batch
+    fresh = pi.predict(obs[0])
+    assert np.array_equal(restarted[0], fresh[0])
+    np.testing.assert_array_equal(restarted[1]["recurrent_c"], fresh[1]["recurrent_c"])
     with pytest.raises(ValueError, match=r"state\['recurrent_h'\] has shape \(3,\), expected"):
         pi.predict(obs[0, 0], state={"recurrent_h": np.zeros(3), "recurrent_c": np.zeros(3)})
 
