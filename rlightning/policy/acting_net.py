@@ -1,5 +1,7 @@
 """`ActingNet`: a policy's deterministic acting as one ``nn.Module`` of tensors (what `predict` runs and export writes).
 
+Usage::
+
     net = ActingNet(policy, masked=False)          # the policy's own encoder, core and heads; no copies
     action = net(obs)                              # [B, *obs_shape] -> env actions [B, ...]
     action, h, c = net(obs, h, c)                  # a recurrent (LSTM) policy: the state before -> after

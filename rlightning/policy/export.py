@@ -1,5 +1,7 @@
 """Export a `StandalonePolicy`'s deterministic acting as ONNX or TorchScript.
 
+Usage::
+
     pi.export("policy.onnx")                         # torch.onnx.export (the torch.export-based exporter)
     pi.export("policy.pt", format="torchscript")     # torch.jit.trace, loaded with torch.jit.load
 

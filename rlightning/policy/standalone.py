@@ -1,5 +1,7 @@
 """`StandalonePolicy`: a trained policy outside the engine: ``predict`` on raw gymnasium observations, no Ray.
 
+Usage::
+
     pi = run.policy()                              # or rlightning.load_policy("runs/x/checkpoints/iter_000100")
     obs, _ = env.reset()
     action, state = pi.predict(obs)                # one observation -> one action (state: None, or the recurrent state)
