@@ -21,7 +21,8 @@ when `init` runs). Every call goes through the call layer
 Fault tolerance: a worker actor that dies (``RayActorError``), or a worker
 whose env raises in ``step`` / ``reset`` (a crashing simulator: the exception
 itself from a local worker, a ``RayTaskError`` wrapping it from an actor), is
-recreated (at most ``EnvConfig.max_restarts`` times over its life) and reset;
+recreated (at most ``EnvConfig.max_restarts`` times in a row: a clean step or
+rollout forgives earlier failures; ``max_total_restarts`` over its life) and reset;
 its fresh reset `EnvRet` stands in for the lost step, its env id is queued for
 `pop_restarted_env_ids` (the engine truncates its episodes in flight in the
 buffer, so they are never stored as complete), and the restart (and the env
@@ -42,7 +43,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from rlightning.env.acting import PolicyCopies
 from rlightning.env.errors import EnvWorkerError, classify_env_failure
 from rlightning.env.lockstep import can_step_together, collect_together
-from rlightning.env.recovery import WorkerRecovery
+from rlightning.env.recovery import WorkerRecovery, forgive
 from rlightning.env.rollout_worker import RolloutResult
 from rlightning.env.step_payload import step_payloads
 from rlightning.env.utils.stats import GroupStats
@@ -441,6 +442,8 @@ class EnvGroup:
                         held.enter_context(slot.handle.lock)
                     results = collect_together(workers, num_steps)
                 for slot, result in zip(self._slots, results):
+                    if result.error is None or result.num_steps:  # it stepped cleanly since its last restart
+                        forgive(slot)
                     if result.error is not None:
                         self._restart(slot, result.error, kind="raised", method="step")
                     self._stats.add_episodes(result.episode_returns, result.episode_lengths)
@@ -458,6 +461,9 @@ class EnvGroup:
                     raise
                 self._restart(slot, err, kind=kind, method="collect")
                 result = RolloutResult(slot.env_id, num_envs=slot.num_envs)
+            else:
+                if result.error is None or result.num_steps:  # it stepped cleanly since its last restart
+                    forgive(slot)
             if result.error is not None:  # the env raised mid-rollout: the steps before it are kept
                 self._restart(slot, result.error, kind="raised", method="step")
             self._stats.add_episodes(result.episode_returns, result.episode_lengths)

@@ -6,8 +6,11 @@ actor, the exception itself from a local worker) is recreated and reset, and
 its reset `EnvRet` stands in for the lost result. The env id is queued for
 `pop_restarted` (the engine truncates its episodes in flight, so they are never
 stored as complete); restarts and env errors are counted in `GroupStats`.
-Past ``EnvConfig.max_restarts`` (over the worker's life) `EnvWorkerError`
-stops the run naming the env id, the counts and the original exception.
+``EnvConfig.max_restarts`` limits CONSECUTIVE failures: a worker whose next
+step (or rollout) after a restart succeeds is forgiven (`forgive`).
+``EnvConfig.max_total_restarts`` (None: unlimited) limits restarts over the
+worker's life. Past either, `EnvWorkerError` stops the run naming the env id,
+the counts and the original exception.
 Caller errors (marked with `rlightning.env.errors.caller_error`) and Ray's
 own errors are re-raised as they are.
 
@@ -29,7 +32,7 @@ from rlightning.utils.ray.handle import resolve, resolve_one
 
 logger = get_logger(__name__)
 
-__all__ = ["WorkerRecovery"]
+__all__ = ["WorkerRecovery", "forgive", "limit_reached"]
 
 
 class WorkerRecovery:
@@ -83,11 +86,17 @@ class WorkerRecovery:
             EnvWorkerError: a worker failed past ``max_restarts``.
             Exception: a caller error or another failure that is not the worker's, as it was raised.
         """
+        clean = method != "reset"  # a step that succeeds forgives earlier failures; a reset does not
         try:
-            return resolve(futures)
+            values = resolve(futures)
         except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
             if self.classify(err) is None:
                 raise
+        else:
+            if clean:
+                for slot in slots:
+                    forgive(slot)
+            return values
         out = []
         for i, (slot, fut) in enumerate(zip(slots, futures)):
             try:
@@ -97,6 +106,9 @@ class WorkerRecovery:
                 if replaced is not None:
                     replaced[i] = env_ret
                 out.append(env_ret)
+            else:
+                if clean:
+                    forgive(slot)
         return out
 
     def recover(self, slot: WorkerSlot, err: BaseException, method: str) -> Any:
@@ -114,14 +126,15 @@ class WorkerRecovery:
             The recreated worker's reset EnvRet.
 
         Raises:
-            EnvWorkerError: the worker was already recreated ``max_restarts`` times (env id, counts and
-                the original exception named; chained from the failure).
+            EnvWorkerError: the worker failed ``max_restarts`` times in a row, or was recreated
+                ``max_total_restarts`` times (env id, counts and the original exception named; chained from
+                the failure).
         """
         while True:
             if kind == "raised":
                 slot.env_errors += 1
                 self._stats.add_env_error(slot.env_id)
-            if slot.restarts >= slot.config.max_restarts:
+            if limit_reached(slot):
                 if kind == "raised":
                     slot.discard()
                 else:
@@ -136,6 +149,7 @@ class WorkerRecovery:
                 else:
                     slot.stop()
             slot.restarts += 1
+            slot.failures += 1
             self._stats.add_restart(slot.env_id)
             self._restarted.append(slot.env_id)
             try:
@@ -157,15 +171,15 @@ class WorkerRecovery:
             return
         orig = original_error(cause)
         logger.warning(
-            "env worker %s raised %s in %s: %s; recreating %s (env error %d, restart %d of %d); its episodes "
-            "in flight are dropped",
+            "env worker %s raised %s in %s: %s; recreating %s (env error %d, failure %d in a row of at most %d); "
+            "its episodes in flight are dropped",
             slot.env_id,
             type(orig).__name__,
             method,
             orig,
             "its env" if in_place else "it",
             slot.env_errors,
-            slot.restarts + 1,
+            slot.failures + 1,
             slot.config.max_restarts,
         )
 
@@ -189,20 +203,39 @@ class WorkerRecovery:
             self.restart(slot, err, kind="raised", method="step")
 
 
-def failed_for_good(slot: WorkerSlot, cause: BaseException, kind: str, method: str) -> EnvWorkerError:
-    """The `EnvWorkerError` of a worker that failed past ``max_restarts``."""
-    limit = slot.config.max_restarts
-    hint = "raise env.max_restarts (EnvConfig.max_restarts) to allow more"
-    if kind == "died":
-        message = (
-            f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); "
-            f"max_restarts={limit} reached ({hint})"
+def forgive(slot: WorkerSlot) -> None:
+    """A call of ``slot`` succeeded: its earlier failures no longer count towards ``max_restarts``."""
+    slot.failures = 0
+
+
+def limit_reached(slot: WorkerSlot) -> str:
+    """Which restart limit ``slot`` has reached, as the error names it ("" when none)."""
+    total = slot.config.max_total_restarts
+    if total is not None and slot.restarts >= total:
+        return (
+            f"max_total_restarts={total} reached (restarts over the run; raise env.max_total_restarts "
+            "(EnvConfig.max_total_restarts) to allow more)"
         )
+    if slot.failures >= slot.config.max_restarts:
+        return (
+            f"max_restarts={slot.config.max_restarts} reached ({slot.failures} restart(s) in a row without a clean "
+            "step between; raise env.max_restarts (EnvConfig.max_restarts) to allow more)"
+        )
+    return ""
+
+
+def failed_for_good(slot: WorkerSlot, cause: BaseException, kind: str, method: str) -> EnvWorkerError:
+    """The `EnvWorkerError` of a worker that failed past ``max_restarts`` or ``max_total_restarts``."""
+    reached = limit_reached(slot)
+    if kind == "timeout":
+        message = f"env worker {slot.env_id} {cause}; it was already restarted {slot.restarts} time(s): {reached}"
+        return EnvWorkerError(message, slot.env_id, slot.restarts, slot.env_errors)
+    if kind == "died":
+        message = f"env worker {slot.env_id} died and was already restarted {slot.restarts} time(s); {reached}"
         return EnvWorkerError(message, slot.env_id, slot.restarts, slot.env_errors)
     orig = original_error(cause)
     message = (
         f"env worker {slot.env_id} raised {type(orig).__name__} in {method}: {orig}; that is env error "
-        f"{slot.env_errors} of this worker, and it was already recreated {slot.restarts} time(s): "
-        f"max_restarts={limit} reached ({hint})"
+        f"{slot.env_errors} of this worker, and it was already recreated {slot.restarts} time(s): {reached}"
     )
     return EnvWorkerError(message, slot.env_id, slot.restarts, slot.env_errors, cause=orig)

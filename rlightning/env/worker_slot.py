@@ -67,6 +67,7 @@ class WorkerSlot:
     meta: Optional[EnvMeta] = None
     restarts: int = 0
     env_errors: int = 0
+    failures: int = 0  # restarts since the worker last stepped cleanly (limited by config.max_restarts)
     inflight: bool = False
     extra_kwargs: Dict[str, Any] = field(default_factory=dict)
     env_vars: Optional[Dict[str, str]] = None

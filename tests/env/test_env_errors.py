@@ -95,22 +95,31 @@ def test_a_ray_env_worker_that_raises_is_recreated_and_training_goes_on(tmp_path
         assert copies == {checksum}
 
 
-def test_past_max_restarts_the_run_stops_naming_the_env(tmp_path, build):
-    engine, log = _flaky_run(tmp_path, build, IN_EVAL_WORKERS, 3, "env.max_restarts=2")
+def test_past_max_total_restarts_the_run_stops_naming_the_env(tmp_path, build):
+    engine, log = _flaky_run(tmp_path, build, IN_EVAL_WORKERS, 3, "env.max_restarts=2", "env.max_total_restarts=2")
     with pytest.raises(
         EnvWorkerError,
         match=r"env worker tests\.support\.env_flaky\.Flaky-v0-\d raised RuntimeError in step: simulator crashed at "
-        r"step call 3; that is env error 3 of this worker, and it was already recreated 2 time\(s\): max_restarts=2",
+        r"step call 3; that is env error 3 of this worker, and it was already recreated 2 time\(s\): "
+        r"max_total_restarts=2 reached \(restarts over the run",
     ) as info:
         engine.step()
     assert info.value.env_id in engine.env_ids and isinstance(info.value.__cause__, RuntimeError)
     assert engine.iteration == 0 and engine.phase == "idle"
 
 
-def _group(tmp_path, max_restarts=2, num_envs=1, remote=False, **kwargs):
+def _group(tmp_path, max_restarts=2, num_envs=1, remote=False, max_total_restarts=None, **kwargs):
     kwargs.setdefault("log_path", str(tmp_path / "raises.log"))
     cpus = {"num_cpus": 0.25} if remote else {}
-    return EnvGroup([EnvConfig(name=FLAKY, num_envs=num_envs, max_restarts=max_restarts, env_kwargs=kwargs, **cpus)])
+    cfg = EnvConfig(
+        name=FLAKY,
+        num_envs=num_envs,
+        max_restarts=max_restarts,
+        max_total_restarts=max_total_restarts,
+        env_kwargs=kwargs,
+        **cpus,
+    )
+    return EnvGroup([cfg])
 
 
 def _act(rets, action=0):
@@ -123,7 +132,7 @@ def test_past_max_restarts_the_error_names_the_env_the_count_and_the_exception(t
     if remote:
         request.getfixturevalue("ray_runtime")
         request.getfixturevalue("remote_flags")(REMOTE_ENV=True)
-    group = _group(tmp_path, max_restarts=2, remote=remote, fail_every=3)
+    group = _group(tmp_path, max_restarts=2, max_total_restarts=2, remote=remote, fail_every=3)
     env_id = "tests.support.env_flaky.Flaky-v0-0"
     try:
         group.init()
@@ -137,7 +146,7 @@ def test_past_max_restarts_the_error_names_the_env_the_count_and_the_exception(t
         with pytest.raises(
             EnvWorkerError,
             match=rf"env worker {env_id} raised RuntimeError in step: simulator crashed at step call 3; that is "
-            r"env error 3 of this worker, and it was already recreated 2 time\(s\): max_restarts=2 reached",
+            r"env error 3 of this worker, and it was already recreated 2 time\(s\): max_total_restarts=2 reached",
         ) as info:
             group.step(_act(rets))
         err = info.value
