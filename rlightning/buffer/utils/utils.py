@@ -75,6 +75,33 @@ def _rows(value: Any, num_envs: int, dtype: Any, name: str, env_id: str) -> np.n
     return arr
 
 
+_ENV_RET_FIELDS = ("env_id", "observation", "last_reward", "last_terminated", "last_truncated")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def check_env_ret(env_ret: Any, where: str, name: str = "env_ret") -> None:
+    """Raise a TypeError naming ``name`` (an argument of ``where``) unless ``env_ret`` is EnvRet-like."""
+    missing = [f for f in _ENV_RET_FIELDS if not hasattr(env_ret, f)]
+    if missing:
+        raise TypeError(f"{where}: {name} must be an EnvRet (with {', '.join(_ENV_RET_FIELDS)}), got {_shown(env_ret)}")
+
+
+def check_policy_resp(policy_resp: Any, where: str, name: str = "policy_resp") -> None:
+    """Raise a TypeError naming ``name`` (an argument of ``where``) unless ``policy_resp`` is a PolicyResponse-like
+    object (a ``to_dict`` method or attributes)."""
+    if policy_resp is None or isinstance(policy_resp, (str, bytes, int, float, bool, dict, list, tuple, np.ndarray)):
+        raise TypeError(
+            f"{where}: {name} must be a PolicyResponse (an object with an 'action' attribute), "
+            f"got {_shown(policy_resp)}"
+        )
+    if not hasattr(policy_resp, "to_dict") and not hasattr(policy_resp, "__dict__"):
+        raise TypeError(f"{where}: {name} must be a PolicyResponse, got {_shown(policy_resp)}")
+
+
 def default_env_ret_preprocess_fn(
     env_ret: Any,
     obs_preprocessor: Optional[Callable] = default_obs_preprocessor,
@@ -89,7 +116,11 @@ def default_env_ret_preprocess_fn(
 
     Returns:
         ``obs``, ``reward`` (float32), ``terminated`` and ``truncated`` (bool), each ``[num_envs, ...]``.
+
+    Raises:
+        TypeError: ``env_ret`` is not an EnvRet (a string, None, ...).
     """
+    check_env_ret(env_ret, "default_env_ret_preprocess_fn")
     obs = to_numpy(env_ret.observation)
     if obs.ndim == 0:
         obs = obs.reshape(1)
@@ -115,8 +146,10 @@ def default_policy_resp_preprocess_fn(policy_resp: Any) -> Dict[str, np.ndarray]
     are left out.
 
     Raises:
+        TypeError: ``policy_resp`` is not a PolicyResponse (a string, None, ...).
         KeyError: the response has no ``action``.
     """
+    check_policy_resp(policy_resp, "default_policy_resp_preprocess_fn")
     data = policy_resp.to_dict() if hasattr(policy_resp, "to_dict") else dict(vars(policy_resp))
     if "action" not in data:
         raise KeyError(
@@ -142,8 +175,11 @@ def default_preprocess_fn(
     """Build one step dict from an EnvRet and the PolicyResponse that answers it.
 
     Raises:
+        TypeError: ``env_ret`` is not an EnvRet, or ``policy_resp`` not a PolicyResponse.
         ValueError: the response answers another env, or its keys clash with the env keys.
     """
+    check_env_ret(env_ret, "default_preprocess_fn")
+    check_policy_resp(policy_resp, "default_preprocess_fn")
     if getattr(policy_resp, "env_id", env_ret.env_id) != env_ret.env_id:
         raise ValueError(
             f"PolicyResponse for env {policy_resp.env_id!r} cannot be paired with the EnvRet of env {env_ret.env_id!r}"
