@@ -212,7 +212,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_format(args.format)  # before the checkpoint is read
     output = Path(args.output) if args.output else Path(Path(args.checkpoint).name + EXPORT_SUFFIXES[args.format])
     policy = load_policy(args.checkpoint)
-    path = policy.export(output, format=args.format, action_mask=args.action_mask)
+    try:
+        path = policy.export(output, format=args.format, action_mask=args.action_mask)
+    except ImportError as err:  # the export extra is missing: one line naming it, exit 2
+        raise ValueError(str(err)) from None
     net = ActingNet(policy.policy, masked=args.action_mask)
     print(f"exported {args.checkpoint} ({policy.config.policy.type} on {policy.config.env.name}) to {path}")
     print(f"inputs          {', '.join(net.input_names)}")
