@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -98,3 +100,9 @@ def test_cli_exports_a_checkpoint_to_onnx(tmp_path, build, capsys, monkeypatch):
     assert "format='onnxx' is not an export format" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_onnx_export_without_the_export_extra_names_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"ONNX export needs the export extra: pip install 'rlightning\[export\]'"):
+        make_policy("ppo", BOX, spaces.Discrete(2)).export(tmp_path / "p.onnx")
