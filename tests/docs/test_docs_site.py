@@ -160,6 +160,7 @@ def test_pages_render_in_chromium(built_site: subprocess.CompletedProcess, tmp_p
         assert storage.is_visible()
         assert "Storage" in storage.inner_text() and "[source]" in storage.inner_text()
         assert page.locator('dt[id="rlightning.buffer.utils.Storage.add_transition"]').count() == 1
+        page.evaluate("window.scrollBy(0, -120)")  # the class line, not hidden under the sticky header
         page.screenshot(path=str(shots / "storage.png"))
 
         page.goto(f"{base}/notebooks/01_quickstart.html")
@@ -169,6 +170,7 @@ def test_pages_render_in_chromium(built_site: subprocess.CompletedProcess, tmp_p
             "() => Array.from(document.querySelectorAll('.cell_output img')).filter(i => i.naturalWidth > 0).length"
         )
         assert loaded >= 1, "no plot of the notebook's stored outputs was displayed"
+        page.locator(".cell_output img").first.scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "notebook.png"), full_page=False)
         browser.close()
     assert not failed, f"pages of the site that did not load: {failed}"
