@@ -5,7 +5,7 @@ parser and output carrying this reuses), plus one cell kind: ``# %% [solution]``
 source is collapsed in Jupyter (``"jupyter": {"source_hidden": true}``): an exercise's solution, run by
 nbval like any other cell.
 
-    python notebooks/course/make_course.py                 # write notebooks/course/*.ipynb (outputs kept if the code is unchanged)
+    python notebooks/course/make_course.py                 # write the notebooks (outputs kept if the code is unchanged)
     python notebooks/course/make_course.py --execute       # write, then execute in place (outputs committed)
     python notebooks/course/make_course.py 02 --execute    # only the notebooks whose name starts with 02
 """
