@@ -97,6 +97,36 @@ def make_parallel_env(name: str, env_kwargs: Optional[Dict[str, Any]] = None) ->
     return env
 
 
+def _check_fixed_shape(space: Any, what: str) -> None:
+    """Every leaf of an agent's observation space (a Dict's entries, e.g. PettingZoo's ``action_mask``) has a
+    fixed shape."""
+    if isinstance(space, spaces.Dict):
+        for sub in space.spaces.values():
+            _check_fixed_shape(sub, what)
+    elif getattr(space, "shape", None) is None:
+        raise ValueError(f"{what} without a shape (Box, Discrete, Multi*, or a Dict of them)")
+
+
+def _rows(space: Any, n: int) -> Any:
+    """Zeroed observation rows ``[n, *shape]`` for ``space``: an array, or a dict of them for a Dict space."""
+    if isinstance(space, spaces.Dict):
+        return {k: _rows(sub, n) for k, sub in space.spaces.items()}
+    return np.zeros((n,) + tuple(space.shape), dtype=space.dtype)
+
+
+def _write_row(rows: Any, i: int, value: Any) -> None:
+    """Row ``i`` of ``rows`` set to one observation (zeros for None: an agent out of the episode)."""
+    if isinstance(rows, dict):
+        for k, sub in rows.items():
+            _write_row(sub, i, None if value is None else value[k])
+    else:
+        rows[i] = 0 if value is None else value
+
+
+def _copy_rows(rows: Any) -> Any:
+    return {k: _copy_rows(v) for k, v in rows.items()} if isinstance(rows, dict) else rows.copy()
+
+
 @ENVS.register("pettingzoo")
 class PettingZooEnv(BaseEnv):
     """``num_envs`` copies of a PettingZoo parallel env as one multi-agent env worker.
@@ -132,16 +162,13 @@ class PettingZooEnv(BaseEnv):
         self.observation_spaces = {str(a): first.observation_space(a) for a in self._raw_ids}
         self.action_spaces = {str(a): first.action_space(a) for a in self._raw_ids}
         for agent, space in self.observation_spaces.items():
-            if getattr(space, "shape", None) is None:
-                raise ValueError(
-                    f"env {self.env_id}: agent {agent!r} has an observation space {space!r} without a shape"
-                )
+            _check_fixed_shape(space, f"env {self.env_id}: agent {agent!r} has an observation space {space!r}")
         self._checks = {
             a: make_action_check(self.action_spaces[a], self.num_envs, f"{self.env_id} agent {a}")
             for a in self.agent_ids
         }
         n = self.num_envs
-        self._obs = {a: np.zeros((n,) + s.shape, dtype=s.dtype) for a, s in self.observation_spaces.items()}
+        self._obs = {a: _rows(s, n) for a, s in self.observation_spaces.items()}
         self._alive = {a: np.zeros(n, dtype=bool) for a in self.agent_ids}
         self._agent_return = {a: np.zeros(n, dtype=np.float64) for a in self.agent_ids}
         self._prev_done: Optional[np.ndarray] = None
@@ -153,14 +180,14 @@ class PettingZooEnv(BaseEnv):
         obs, _ = self._envs[i].reset(seed=seed)
         for raw, a in zip(self._raw_ids, self.agent_ids):
             self._alive[a][i] = raw in obs
-            self._obs[a][i] = obs[raw] if raw in obs else 0
+            _write_row(self._obs[a], i, obs[raw] if raw in obs else None)
             self._agent_return[a][i] = 0.0
 
     def _ret(self, reward, terminated, truncated, ep_return, ep_length, done_rows) -> MultiAgentEnvRet:
         active = {a: self._alive[a] & ~done_rows for a in self.agent_ids}
         return MultiAgentEnvRet(
             env_id=self.env_id,
-            observation={a: self._obs[a].copy() for a in self.agent_ids},
+            observation={a: _copy_rows(self._obs[a]) for a in self.agent_ids},
             last_reward=reward,
             last_terminated=terminated,
             last_truncated=truncated,
@@ -234,7 +261,7 @@ class PettingZooEnv(BaseEnv):
                 term[a][i] = bool(te.get(raw, False))
                 trunc[a][i] = bool(tr.get(raw, False)) and not term[a][i]
                 if raw in obs:
-                    self._obs[a][i] = obs[raw]
+                    _write_row(self._obs[a], i, obs[raw])
                 if term[a][i] or trunc[a][i] or raw not in env.agents:
                     self._alive[a][i] = False
                     term[a][i] = term[a][i] or not trunc[a][i]

@@ -33,6 +33,7 @@ from rlightning.policy.resources import in_ray_actor, ray_assigned_cpus, ray_gpu
 from rlightning.policy.utils import build_optimizer, run_coroutine
 from rlightning.policy.worker_host import PolicyWorkerHost
 from rlightning.types import EnvMeta, EnvRet, PolicyResponse, is_object_ref
+from rlightning.types.convert import concat_rows, leading_rows
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.logger import get_logger
 from rlightning.utils.utils import set_worker_threads
@@ -438,8 +439,8 @@ class BasePolicy:
         """
         space = self.env_meta.observation_space
         obs_list = [self._check_obs(r, i, space) for i, r in enumerate(env_rets)]
-        counts = [_leading_rows(o) for o in obs_list]
-        batch = obs_list[0] if len(obs_list) == 1 else _concat_obs(obs_list)
+        counts = [leading_rows(o) for o in obs_list]
+        batch = obs_list[0] if len(obs_list) == 1 else concat_rows(obs_list)
         return _writable(batch), counts
 
     def _check_outputs(self, out: Dict[str, Any], total: int) -> None:
@@ -678,23 +679,6 @@ def _obs_rows(obs: Any, space: Any, env_id: Any, what: str) -> Any:
             "an env worker sends a leading num_envs dimension, also for num_envs == 1"
         )
     return arr
-
-
-def _leading_rows(obs: Any) -> int:
-    """The leading dimension of a (possibly structured) observation batch."""
-    while isinstance(obs, (dict, tuple)):
-        obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
-    return int(obs.shape[0])
-
-
-def _concat_obs(items: List[Any]) -> Any:
-    """Leaf-wise concatenation of structured observation batches along their first axis."""
-    first = items[0]
-    if isinstance(first, dict):
-        return {k: _concat_obs([o[k] for o in items]) for k in first}
-    if isinstance(first, tuple):
-        return tuple(_concat_obs([o[i] for o in items]) for i in range(len(first)))
-    return np.concatenate(items, axis=0)
 
 
 def _writable(obs: Any) -> Any:

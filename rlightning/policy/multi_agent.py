@@ -33,6 +33,7 @@ import numpy as np
 
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.types import EnvMeta, EnvRet, MultiAgentPolicyResponse
+from rlightning.types.convert import concat_rows, leading_rows
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import ENVS, POLICIES
 
@@ -264,9 +265,9 @@ class MultiAgentPolicy(BasePolicy):
             raise ValueError(f"observations for agents {sorted(map(str, obs))}; the policy acts for {sorted(agents)}")
         out: Dict[str, Dict[str, np.ndarray]] = {}
         for group, members in self.groups.items():
-            parts = [np.asarray(obs[a]) for a in members]
-            sizes = [p.shape[0] for p in parts]
-            res = self.policies[group].compute_actions(np.concatenate(parts), deterministic=deterministic)
+            parts = [obs[a] for a in members]  # arrays, or dicts of them (a Dict space, e.g. with action_mask)
+            sizes = [leading_rows(p) for p in parts]
+            res = self.policies[group].compute_actions(concat_rows(parts), deterministic=deterministic)
             bounds = np.cumsum(sizes)[:-1]
             for key, value in res.items():
                 pieces = np.split(np.asarray(value), bounds)

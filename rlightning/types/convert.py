@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -30,6 +30,24 @@ def map_arrays(value: Any, fn: Callable[[Any], Any]) -> Any:
     if isinstance(value, tuple):
         return tuple(map_arrays(v, fn) for v in value)
     return value
+
+
+def concat_rows(items: Sequence[Any]) -> Any:
+    """Batches (arrays, or dicts / tuples of them, as Dict and Tuple observations are) concatenated along their
+    first axis, leaf by leaf."""
+    first = items[0]
+    if isinstance(first, Mapping):
+        return {k: concat_rows([o[k] for o in items]) for k in first}
+    if isinstance(first, tuple):
+        return tuple(concat_rows([o[i] for o in items]) for i in range(len(first)))
+    return np.concatenate([np.asarray(o) for o in items], axis=0)
+
+
+def leading_rows(batch: Any) -> int:
+    """The first dimension of a batch (an array, or a dict / tuple of them)."""
+    while isinstance(batch, (Mapping, tuple)):
+        batch = next(iter(batch.values())) if isinstance(batch, Mapping) else batch[0]
+    return int(np.shape(batch)[0])
 
 
 def to_cpu(x: Any) -> Any:

@@ -164,6 +164,16 @@ def _check_agent_space(spec: Dict, agent: str, space: Any, name: str) -> None:
             )
 
 
+def _tensors(obs: Any) -> Any:
+    import torch
+
+    return {k: _tensors(v) for k, v in obs.items()} if isinstance(obs, dict) else torch.from_numpy(obs)
+
+
+def _steps(obs: Any, sl: slice) -> Any:
+    return {k: _steps(v, sl) for k, v in obs.items()} if isinstance(obs, dict) else obs[:, sl]
+
+
 def multi_agent_arrays_to_record(arrays: Dict[str, Any], env_id: str) -> Any:
     """The ``[N, T]`` record TensorDict over the arrays of `MultiAgentRecordWriter.finish`, without a copy."""
     import warnings
@@ -179,12 +189,12 @@ def multi_agent_arrays_to_record(arrays: Dict[str, Any], env_id: str) -> Any:
         root: Dict[str, Any] = {AGENTS: {}}
         nxt: Dict[str, Any] = {AGENTS: {}}
         for a, sub in agents.items():
-            obs = torch.from_numpy(sub["obs"])
+            obs = _tensors(sub["obs"])  # an agent's Dict observation (e.g. with its action_mask) stays nested
             mine = {k: torch.from_numpy(v) for k, v in sub.items() if k not in AGENT_NEXT_KEYS + ("next_value",)}
-            mine["obs"] = obs[:, :t]
+            mine["obs"] = _steps(obs, slice(0, t))
             root[AGENTS][a] = mine
             nx = {k: torch.from_numpy(sub[k]) for k in AGENT_NEXT_KEYS if k != "obs"}
-            nx["obs"] = obs[:, 1 : t + 1]
+            nx["obs"] = _steps(obs, slice(1, t + 1))
             if "next_value" in sub:
                 nx["value"] = torch.from_numpy(sub["next_value"])
             nxt[AGENTS][a] = nx

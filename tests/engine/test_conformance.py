@@ -135,3 +135,24 @@ def _ray_cells():
 @pytest.mark.parametrize("algo, placement, obs, act, mask", list(_ray_cells()))
 def test_ray_cell_trains_or_is_refused_at_build(ray_runtime, build, tmp_path, algo, placement, obs, act, mask):
     _run_cell(build, tmp_path, algo, placement, obs, act, mask)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_multi_agent_masked_cell_trains(build, tmp_path, algo):
+    """PettingZoo's convention, per agent: each agent's Dict observation carries its action_mask."""
+    policy, buffer = ALGOS[algo]
+    cfg = config_from_dict(
+        {
+            "env": {"backend": "pettingzoo", "name": "tests.support.pz_envs:masked_pair", "num_envs": 2},
+            "policy": {"hidden_sizes": [16], **policy},
+            "buffer": {"capacity": 256, **buffer},
+            "train": {"iterations": 2, "rollout_steps": 8, "batch_size": 16, "learning_starts": 16},
+            "cluster": {**LOCAL, "inference": "env_workers"},
+            "log": {"progress": False, "run_dir": str(tmp_path)},
+        }
+    )
+    engine = build(cfg).engine
+    for _ in range(2):
+        metrics = engine.step()
+    assert engine.env_steps == 2 * 8 * 2, metrics

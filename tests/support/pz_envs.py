@@ -52,3 +52,60 @@ class EarlyExitEnv(ParallelEnv):
 def early_exit(**kwargs):
     """An `EarlyExitEnv` (the backend's ``module:callable`` form)."""
     return EarlyExitEnv(**kwargs)
+
+
+class MaskedPairEnv(ParallelEnv):
+    """Two agents whose observations are ``{"observation": Box(3), "action_mask": MultiBinary(4)}`` (PettingZoo's
+    classic-games convention); a masked action raises, so a path that ignores the mask fails the run."""
+
+    metadata = {"name": "masked_pair_v0"}
+
+    def __init__(self, length: int = 6) -> None:
+        self.possible_agents = ["first", "second"]
+        self.agents = []
+        self.length = length
+        self.rng = np.random.default_rng(0)
+
+    def observation_space(self, agent):
+        return spaces.Dict(
+            {"observation": spaces.Box(-1.0, 1.0, (3,), np.float32), "action_mask": spaces.MultiBinary(4)}
+        )
+
+    def action_space(self, agent):
+        return spaces.Discrete(4)
+
+    def _obs(self):
+        self.masks = {}
+        out = {}
+        for a in self.agents:
+            mask = np.zeros(4, np.int8)
+            mask[self.rng.choice(4, 2, replace=False)] = 1
+            self.masks[a] = mask
+            out[a] = {"observation": self.rng.uniform(-1, 1, 3).astype(np.float32), "action_mask": mask}
+        return out
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.t = 0
+        return self._obs(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        for a in self.agents:
+            if not self.masks[a][int(actions[a])]:
+                raise ValueError(f"agent {a} took masked action {actions[a]} (mask {self.masks[a]})")
+        self.t += 1
+        rew = {a: float(int(actions[a]) == int(np.flatnonzero(self.masks[a])[0])) for a in self.agents}
+        done = self.t >= self.length
+        term = {a: False for a in self.agents}
+        trunc = {a: done for a in self.agents}
+        obs = self._obs()
+        if done:
+            self.agents = []
+        return obs, rew, term, trunc, {a: {} for a in term}
+
+
+def masked_pair(**kwargs):
+    """A `MaskedPairEnv`."""
+    return MaskedPairEnv(**kwargs)

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from rlightning.env.utils.episodes import EpisodeIds
+from rlightning.env.utils.record_writer import _alloc, _cut, _write
 
 
 def _check_agents(value: Any, agents: Sequence[str], what: str) -> Mapping[str, Any]:
@@ -62,16 +63,11 @@ class MultiAgentRecordWriter:
                 f"arrays, got {type(first_obs).__name__}"
             )
         self.agents = [str(a) for a in first_obs]
-        self.obs: Dict[str, np.ndarray] = {}
+        self.obs: Dict[str, Any] = {}  # per agent: an array, or a dict of them (a Dict space, e.g. action_mask)
         for a in self.agents:
-            arr = np.asarray(first_obs[a])
-            if arr.dtype == object or arr.ndim == 0 or arr.shape[0] != n:
-                raise ValueError(
-                    f"env {env_id}: observation of agent {a!r} has shape {arr.shape} and dtype {arr.dtype}; "
-                    f"expected a numeric [num_envs={n}, ...] array"
-                )
-            self.obs[a] = np.empty((n, t + 1) + arr.shape[1:], dtype=arr.dtype)
-            self.obs[a][:, 0] = arr
+            what = f"env {env_id}: observation of agent {a!r}"
+            self.obs[a] = _alloc(first_obs[a], n, t + 1, what)
+            _write(self.obs[a], 0, first_obs[a], what)
         self.active = {a: np.ones((n, t + 1), dtype=bool) for a in self.agents}
         if first_active is not None:
             for a, m in _check_agents(first_active, self.agents, f"env {env_id}: info['active']").items():
@@ -129,7 +125,7 @@ class MultiAgentRecordWriter:
         terminated = _check_agents(terminated, self.agents, f"env {self.env_id}: last_terminated")
         truncated = _check_agents(truncated, self.agents, f"env {self.env_id}: last_truncated")
         for a in self.agents:
-            self.obs[a][:, t + 1] = next_obs[a]
+            _write(self.obs[a], t + 1, next_obs[a], f"env {self.env_id}: observation of agent {a!r}")
             self.reward[a][:, t] = reward[a]
             self.terminated[a][:, t] = terminated[a]
             self.truncated[a][:, t] = truncated[a]
@@ -151,7 +147,7 @@ class MultiAgentRecordWriter:
         agents: Dict[str, Dict[str, np.ndarray]] = {}
         for a in self.agents:
             sub: Dict[str, np.ndarray] = {k: v[a][:, :t] for k, v in (self.extras or {}).items()}
-            sub["obs"] = self.obs[a][:, : t + 1]
+            sub["obs"] = _cut(self.obs[a], t + 1)
             sub["valid"] = valid & self.active[a][:, :t]
             sub["reward"] = self.reward[a][:, :t]
             sub["terminated"] = self.terminated[a][:, :t]
