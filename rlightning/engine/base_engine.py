@@ -246,8 +246,8 @@ class BaseEngine:
         return result
 
     def _ready_to_train(self) -> bool:
-        if self.on_policy:
-            return True
+        if self.on_policy:  # nothing stored when every env worker's rollout was lost (died, hung): no update
+            return int(getattr(self.buffer, "size", 1)) > 0
         if self.env_steps < self.config.train.learning_starts:
             return False
         can_sample = getattr(self.buffer, "can_sample", None)
@@ -336,7 +336,8 @@ class BaseEngine:
         """Workers restarted so far (env workers, eval policy actors, storage shards) and env errors.
 
         ``env_restarts`` counts every recreated env worker (its actor died or its env raised);
-        ``env_errors`` the exceptions raised by the envs' own code.
+        ``env_errors`` the exceptions raised by the envs' own code; ``env_timeouts`` the calls that took longer
+        than ``env.step_timeout_s``.
         """
         if env_stats is None:
             env_stats = self.env_group.stats() if hasattr(self.env_group, "stats") else {}
@@ -345,6 +346,7 @@ class BaseEngine:
         return {
             "env_restarts": env,
             "env_errors": int(env_stats.get("total_env_errors", 0)),
+            "env_timeouts": int(env_stats.get("total_timeouts", 0)),
             "eval_restarts": int(pstats.get("total_eval_restarts", 0)),
             "storage_restarts": int(getattr(self.buffer, "shard_restarts", 0)),
         }

@@ -37,6 +37,7 @@ retried (see `rlightning.env.errors`). The restart path is `WorkerRecovery`
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -98,6 +99,8 @@ class EnvGroup:
         self._total_envs = sum(slot.num_envs for slot in self._slots)
         self._copies = PolicyCopies()
         self._recovery = WorkerRecovery(self._stats, self._seed_for, self._reattach_policy)
+        limits = [slot.config.step_timeout_s for slot in self._slots if slot.config.step_timeout_s is not None]
+        self._recovery.step_timeout_s = min(limits) if limits else None
 
     # ------------------------------------------------------------------ properties
 
@@ -452,7 +455,13 @@ class EnvGroup:
                     yield slot.env_id, result
                 return
         futures = [slot.handle.submit("collect", num_steps) for slot in self._slots]
+        start, timeout, late = time.perf_counter(), self._recovery.timeout_for("collect"), False
         for slot, fut in zip(self._slots, futures):
+            if timeout is not None and wait_any([fut], 1, max(0.0, start + timeout - time.perf_counter()))[1]:
+                late = True  # a hung rollout: the worker is killed and recreated, its partial episodes dropped
+                self._recovery.time_out(slot, "collect", timeout)
+                yield slot.env_id, RolloutResult(slot.env_id, num_envs=slot.num_envs)
+                continue
             try:
                 result = resolve_one(fut)
             except Exception as err:  # noqa: BLE001 - re-raised unless the worker died or its env raised
@@ -470,6 +479,8 @@ class EnvGroup:
             self._stats.add_agent_episodes(result.agent_episode_returns, result.env_id)
             self._stats.add_steps(slot.num_envs * result.num_steps)
             yield slot.env_id, result
+        if not late:
+            self._recovery.record("collect", time.perf_counter() - start)
 
     # ------------------------------------------------------------------ faults and stats
 

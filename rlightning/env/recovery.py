@@ -14,6 +14,12 @@ the counts and the original exception.
 Caller errors (marked with `rlightning.env.errors.caller_error`) and Ray's
 own errors are re-raised as they are.
 
+A Ray worker whose step, reset or rollout takes longer than its timeout
+(``EnvConfig.step_timeout_s``; None: ``max(60 s, 100 x`` the median of that
+call's measured times, none before the first is measured) is killed and
+recreated like a dead one, counted as a timeout (``env_timeouts``).
+Local workers cannot be interrupted: they have no timeout.
+
 After an env error, a worker whose class has ``recreate_env`` (the gymnasium
 backend) rebuilds its env in place: the actor (or object) and its policy copy
 stay. Otherwise, and after a death, a new worker is launched and gets its
@@ -22,17 +28,27 @@ policy copy and weights back through ``reattach``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import statistics
+import time
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from rlightning.env.errors import EnvWorkerError, classify_env_failure, original_error
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.worker_slot import WorkerSlot
 from rlightning.utils.logger import get_logger
-from rlightning.utils.ray.handle import resolve, resolve_one
+from rlightning.utils.ray.handle import resolve, resolve_one, wait_any
 
 logger = get_logger(__name__)
 
 __all__ = ["WorkerRecovery", "forgive", "limit_reached"]
+
+#: The derived timeout: at least this many seconds ...
+TIMEOUT_FLOOR_S = 60.0
+#: ... and this many times the median measured duration of the call.
+TIMEOUT_FACTOR = 100.0
+#: Durations kept per call kind for the median.
+TIMED_CALLS = 64
 
 
 class WorkerRecovery:
@@ -60,6 +76,9 @@ class WorkerRecovery:
         self._seed_for = seed_for
         self._reattach = reattach
         self._restarted: List[str] = []
+        self._durations: Dict[str, Deque[float]] = {}
+        #: ``EnvConfig.step_timeout_s`` of the group (set by the group; None: derived from measured times).
+        self.step_timeout_s: Optional[float] = None
 
     def pop_restarted(self) -> List[str]:
         """Env ids recreated since the last call, one entry per recreation."""
@@ -69,6 +88,32 @@ class WorkerRecovery:
     def classify(self, err: BaseException) -> Optional[str]:
         """``"died"``, ``"raised"`` or None (not the worker's failure: re-raise); see `classify_env_failure`."""
         return classify_env_failure(err, self.remote)
+
+    def timeout_for(self, method: str) -> Optional[float]:
+        """Seconds a Ray worker's ``method`` call may take (None: no limit; local workers never have one)."""
+        if not self.remote:
+            return None
+        if self.step_timeout_s is not None:
+            return float(self.step_timeout_s)
+        seen = self._durations.get(method)
+        if not seen:
+            return None
+        return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(seen))
+
+    def record(self, method: str, seconds: float) -> None:
+        """Note how long a healthy ``method`` call took (the derived timeout's median)."""
+        self._durations.setdefault(method, deque(maxlen=TIMED_CALLS)).append(float(seconds))
+
+    def time_out(self, slot: WorkerSlot, method: str, timeout: float) -> Any:
+        """``slot``'s ``method`` call did not return within ``timeout`` s: kill and recreate the worker (its
+        episodes in flight dropped, counted in ``env_timeouts``); returns its reset EnvRet.
+
+        Raises:
+            EnvWorkerError: past the restart limits, naming the worker and the time.
+        """
+        self._stats.add_timeout(slot.env_id)
+        cause = TimeoutError(f"{method} did not return within {timeout:.1f} s (env.step_timeout_s)")
+        return self.restart(slot, cause, kind="timeout", method=method)
 
     def resolve(
         self,
@@ -87,18 +132,33 @@ class WorkerRecovery:
             Exception: a caller error or another failure that is not the worker's, as it was raised.
         """
         clean = method != "reset"  # a step that succeeds forgives earlier failures; a reset does not
-        try:
-            values = resolve(futures)
-        except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
-            if self.classify(err) is None:
-                raise
-        else:
-            if clean:
-                for slot in slots:
-                    forgive(slot)
-            return values
+        timeout = self.timeout_for(method)
+        late: set = set()
+        start = time.perf_counter()
+        if timeout is not None:
+            _, pending = wait_any(futures, num_returns=len(futures), timeout=timeout)
+            late = {id(f) for f in pending}
+        if not late:
+            try:
+                values = resolve(futures)
+            except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
+                if self.classify(err) is None:
+                    raise
+            else:
+                if self.remote:
+                    self.record(method, time.perf_counter() - start)
+                if clean:
+                    for slot in slots:
+                        forgive(slot)
+                return values
         out = []
         for i, (slot, fut) in enumerate(zip(slots, futures)):
+            if id(fut) in late:
+                env_ret = self.time_out(slot, method, timeout)
+                if replaced is not None:
+                    replaced[i] = env_ret
+                out.append(env_ret)
+                continue
             try:
                 out.append(resolve_one(fut))
             except Exception as err:  # noqa: BLE001 - re-raised unless a worker is to be recreated
@@ -120,7 +180,8 @@ class WorkerRecovery:
         return self.restart(slot, err, kind=kind, method=method)
 
     def restart(self, slot: WorkerSlot, cause: BaseException, kind: str = "died", method: str = "step") -> Any:
-        """Recreate a worker whose actor died (``kind="died"``) or whose env raised (``"raised"``).
+        """Recreate a worker whose actor died (``kind="died"``), whose env raised (``"raised"``) or whose call
+        timed out (``"timeout"``: the actor is killed).
 
         Returns:
             The recreated worker's reset EnvRet.
@@ -166,6 +227,16 @@ class WorkerRecovery:
 
     @staticmethod
     def _log(slot: WorkerSlot, cause: BaseException, kind: str, method: str, in_place: bool) -> None:
+        if kind == "timeout":
+            logger.warning(
+                "env worker %s: %s; killing and recreating it (failure %d in a row of at most %d); its episodes in "
+                "flight are dropped",
+                slot.env_id,
+                cause,
+                slot.failures + 1,
+                slot.config.max_restarts,
+            )
+            return
         if kind == "died":
             logger.warning("env worker %s died (%s); restarting it", slot.env_id, type(cause).__name__)
             return

@@ -6,7 +6,9 @@ of one episode can be told from those of another), reward 1 per step. Every
 instance raises ``RuntimeError`` on its ``fail_every``-th ``step`` call (0:
 never), and its ``reset`` raises while fewer than ``fail_resets`` resets have
 raised in the run. Each raise appends a line to ``log_path``: the tests count
-raises over processes (Ray actors) from that file.
+raises over processes (Ray actors) from that file. With ``hang_at``, the
+``hang_at``-th ``step`` call sleeps for good, once per ``log_path`` (a hung
+simulator; the line ``hang`` is logged first).
 
 ``FlakyCounterEnv`` (``ENVS["flaky_counter"]``): a `BaseEnv` that raises every
 few steps and, unlike the gymnasium backend, cannot rebuild its env in place.
@@ -15,6 +17,7 @@ few steps and, unlike the gymnasium backend, cannot rebuild its env in place.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -41,12 +44,18 @@ class FlakyEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(
-        self, episode_length: int = 5, fail_every: int = 0, fail_resets: int = 0, log_path: Optional[str] = None
+        self,
+        episode_length: int = 5,
+        fail_every: int = 0,
+        fail_resets: int = 0,
+        log_path: Optional[str] = None,
+        hang_at: int = 0,
     ) -> None:
         self.episode_length = int(episode_length)
         self.fail_every = int(fail_every)
         self.fail_resets = int(fail_resets)
         self.log_path = log_path
+        self.hang_at = int(hang_at)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self._calls = 0
@@ -72,6 +81,10 @@ class FlakyEnv(gym.Env):
 
     def step(self, action: Any):
         self._calls += 1
+        if self.hang_at and self._calls == self.hang_at and count_lines(self.log_path, "hang") == 0:
+            self._log("hang")
+            while True:
+                time.sleep(60)
         if self.fail_every and self._calls % self.fail_every == 0:
             self._log("step")
             raise RuntimeError(f"simulator crashed at step call {self._calls}")

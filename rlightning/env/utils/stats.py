@@ -38,6 +38,7 @@ class GroupStats:
         env_ids = list(env_ids)
         self.restarts: Dict[str, int] = {env_id: 0 for env_id in env_ids}
         self.env_errors: Dict[str, int] = {env_id: 0 for env_id in env_ids}
+        self.timeouts: Dict[str, int] = {env_id: 0 for env_id in env_ids}  # calls past env.step_timeout_s
         self._marks: Deque[Tuple[float, int]] = deque(maxlen=RATE_WINDOW)
         # (terminated, truncated, episode_return, episode_length) of EnvRets not yet read: harvested in bulk.
         self._pending: List[tuple] = []
@@ -116,6 +117,10 @@ class GroupStats:
         """Count one restart of ``env_id``."""
         self.restarts[env_id] = self.restarts.get(env_id, 0) + 1
 
+    def add_timeout(self, env_id: str) -> None:
+        """Count one call of ``env_id`` that took longer than its timeout."""
+        self.timeouts[env_id] = self.timeouts.get(env_id, 0) + 1
+
     def add_env_error(self, env_id: str) -> None:
         """Count one exception raised by the env code of ``env_id``."""
         self.env_errors[env_id] = self.env_errors.get(env_id, 0) + 1
@@ -130,6 +135,7 @@ class GroupStats:
             "recent_lengths": [int(n) for n in self.recent_lengths],
             "restarts": {k: int(v) for k, v in self.restarts.items()},
             "env_errors": {k: int(v) for k, v in self.env_errors.items()},
+            "timeouts": {k: int(v) for k, v in self.timeouts.items()},
         }
 
     def restore(self, state: Dict[str, Any]) -> None:
@@ -147,7 +153,7 @@ class GroupStats:
         self.recent_returns.extend(float(r) for r in state.get("recent_returns", []))
         self.recent_lengths.clear()
         self.recent_lengths.extend(int(n) for n in state.get("recent_lengths", []))
-        for key, counts in (("restarts", self.restarts), ("env_errors", self.env_errors)):
+        for key, counts in (("restarts", self.restarts), ("env_errors", self.env_errors), ("timeouts", self.timeouts)):
             for env_id, count in dict(state.get(key) or {}).items():
                 counts[str(env_id)] = int(count)
 
@@ -179,6 +185,8 @@ class GroupStats:
             "total_restarts": int(sum(self.restarts.values())),
             "env_errors": dict(self.env_errors),
             "total_env_errors": int(sum(self.env_errors.values())),
+            "timeouts": dict(self.timeouts),
+            "total_timeouts": int(sum(self.timeouts.values())),
         }
 
 
