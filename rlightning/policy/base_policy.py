@@ -167,8 +167,10 @@ class BasePolicy:
         return self._modules[name]
 
     def register_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
-        """Keep ``optimizer`` under ``name`` (checkpoints, learning-rate schedules)."""
+        """Keep ``optimizer`` under ``name`` (checkpoints, learning-rate schedules); on data-parallel ranks its
+        steps average the gradients over the ranks whatever ``train()`` does (`PolicyWorkerHost.watch_optimizer`)."""
         self._optimizers[name] = optimizer
+        self.host.watch_optimizer(optimizer)
         return optimizer
 
     @property

@@ -54,6 +54,7 @@ class PolicyWorkerHost:
         """Held while acting and while weights are replaced: an actor with max_concurrency > 1 runs rollouts
         and syncs in different threads, and a response's weight_version must match its weights."""
         self._flat: Optional[FlatWeights] = None
+        self._grads_reduced = False  # set by allreduce_gradients, cleared by the next optimizer step
         # copy_weights_from's (source policy, both sides' live tensors, (dst, src) pairs) of the last copy
         self._copy_plan: Optional[tuple] = None
 
@@ -198,12 +199,28 @@ class PolicyWorkerHost:
         """Average the gradients of ``parameters`` over the data-parallel ranks (no-op alone)."""
         if not self.comm.data_parallel:
             return
+        self._grads_reduced = True
         grads: List[torch.Tensor] = []
         for p in parameters:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             grads.append(p.grad)
         allreduce_mean_(grads, self.comm, self.policy.device)
+
+    def watch_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Make every ``optimizer.step()`` of a data-parallel rank step on averaged gradients.
+
+        `apply_gradients` averages them before clipping; a ``train()`` that calls ``loss.backward()`` and
+        ``optimizer.step()`` itself gets its gradients averaged here, in a step pre-hook, instead of silently
+        diverging from the other ranks. Gradients already averaged since the last step are not averaged again.
+        """
+
+        def average_before_step(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            if self.comm.data_parallel and not self._grads_reduced:
+                self.allreduce_gradients([p for group in opt.param_groups for p in group["params"]])
+            self._grads_reduced = False
+
+        optimizer.register_step_pre_hook(average_before_step)
 
     def apply_gradients(
         self,

@@ -37,6 +37,17 @@ def ddp_collective_group(ray_runtime):
 
 
 @pytest.fixture(scope="session")
+def ddp_plain_step_group(ray_runtime):
+    """A policy whose train() steps its optimizer by hand: 2 remote train workers (DDP on gloo)."""
+    import tests.support.policy_workers  # noqa: F401 - registers the test policies
+
+    cluster = ClusterConfig(train_worker_num=2, eval_worker_num=0, train_each_cpu_num=0.5)
+    group = _build("test_plain_step", PolicyConfig(), cluster, REMOTE_TRAIN=True, REMOTE_EVAL=True)
+    yield group
+    group.shutdown()
+
+
+@pytest.fixture(scope="session")
 def object_store_group(ray_runtime):
     """PPO: 1 remote train worker and 1 remote eval worker synced through the object store."""
     cluster = ClusterConfig(train_worker_num=1, eval_worker_num=1, train_each_cpu_num=0.5, eval_each_cpu_num=0.5)

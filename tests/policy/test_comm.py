@@ -65,3 +65,16 @@ def test_ddp_two_train_workers_on_gloo_end_with_identical_weights(ddp_collective
     after = group.verify_eval_weight_consistency(raise_on_mismatch=False)
     assert after["train_checksums"][0] == after["train_checksums"][1]
     assert after["train_checksums"][0] != start["train_checksums"][0]
+
+
+@pytest.mark.ray
+def test_a_train_that_steps_its_optimizer_by_hand_still_averages_gradients(ddp_plain_step_group):
+    """Without `apply_gradients`, rank 0 and rank 1 (different data) would end with different weights."""
+    group = ddp_plain_step_group
+    group.construct_network(DISCRETE_META, seed=0)
+    start = [w.call("weights_checksum") for w in group.train_workers]
+    assert start[0] == start[1]
+    group.update_dataset([ppo_dataset(seed=10), ppo_dataset(seed=20)])
+    group.train()
+    after = [w.call("weights_checksum") for w in group.train_workers]
+    assert after[0] == after[1] and after[0] != start[0]

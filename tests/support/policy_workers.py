@@ -81,3 +81,32 @@ class AsyncEchoPolicy(BasePolicy):
 
     def train(self) -> Dict[str, float]:
         return {}
+
+
+@POLICIES.register("test_plain_step", override=True)
+class PlainStepPolicy(BasePolicy):
+    """A ``train()`` written the way a newcomer writes it (notebook 04's shape): ``loss.backward()`` and
+    ``optimizer.step()`` by hand, never `apply_gradients` nor `allreduce_gradients`."""
+
+    def construct_network(self, env_meta: EnvMeta) -> None:
+        self.env_meta = env_meta
+        self.net = self.register_module("net", nn.Linear(int(np.prod(env_meta.observation_space.shape)), 2))
+
+    def compute_actions(self, obs: np.ndarray, deterministic: bool = False) -> Dict[str, np.ndarray]:
+        with torch.no_grad():
+            logits = self.net(torch.as_tensor(obs).float())
+        return {"action": logits.argmax(-1).numpy().astype(np.int64)}
+
+    def update_dataset(self, data) -> None:
+        self.dataset = data
+
+    def train(self) -> Dict[str, float]:
+        opt = self.optimizers["main"]
+        obs, target = self.dataset["obs"].float(), self.dataset["return"].float()
+        loss = ((self.net(obs)[:, 0] - target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        self.update_count += 1
+        self.train_calls += 1
+        return {"loss": float(loss)}
