@@ -8,7 +8,9 @@ Usage::
 
 Its inputs are plain tensors in a fixed order (`input_names`): the observation (one tensor per key of a
 Dict space, in the space's key order), then ``action_mask`` (``masked=True``, discrete action spaces:
-bool, True = allowed), then the recurrent state. The outputs are the action in the env's format (a
+bool, True = allowed), then the recurrent state. A Dict observation's own ``action_mask`` key (the env's
+mask, `rlightning.policy.networks.masks`) applies too, as in the policy's acting; with both, an action must
+be allowed by both. The outputs are the action in the env's format (a
 ``Discrete`` offset by its ``start``, a ``MultiDiscrete`` per entry, a ``Box`` clipped to its bounds as
 the policy's acting clips it) and, for a recurrent policy, the state after the step.
 
@@ -24,6 +26,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+
+from rlightning.policy.networks.masks import ACTION_MASK, action_mask, mask_logits, mask_q
 
 __all__ = ["ACTING_FAMILIES", "ActingNet", "acting_family"]
 
@@ -89,7 +93,8 @@ class ActingNet(nn.Module):
             self.kind = head.kind
         elif isinstance(act_space, spaces.Discrete):
             self.kind = "discrete"
-        if masked and self.kind not in ("discrete", "multi_discrete"):
+        self.obs_masked = self.obs_keys is not None and ACTION_MASK in self.obs_keys
+        if (masked or self.obs_masked) and self.kind not in ("discrete", "multi_discrete"):
             raise ValueError(
                 "action_mask masks discrete actions (Discrete, MultiDiscrete); this policy's action space is "
                 f"{act_space}"
@@ -117,13 +122,16 @@ class ActingNet(nn.Module):
         return ["action"] + [f"{k}_next" for k in self.state_keys]
 
     def split_inputs(self, inputs: Tuple[torch.Tensor, ...]) -> Tuple[Any, Optional[torch.Tensor], Dict[str, Any]]:
-        """The flat inputs as (observation batch, mask or None, state dict)."""
+        """The flat inputs as (observation batch, mask or None, state dict); the mask includes the observation's."""
         want = len(self.input_names)
         if len(inputs) != want:
             raise ValueError(f"ActingNet takes {want} inputs ({', '.join(self.input_names)}), got {len(inputs)}")
         n_obs = 1 if self.obs_keys is None else len(self.obs_keys)
         obs: Any = inputs[0] if self.obs_keys is None else dict(zip(self.obs_keys, inputs[:n_obs]))
-        mask = inputs[n_obs] if self.masked else None
+        mask = inputs[n_obs].to(torch.bool) if self.masked else None
+        if self.obs_masked:
+            own = action_mask(obs)
+            mask = own if mask is None else mask & own
         state = dict(zip(self.state_keys, inputs[n_obs + int(self.masked) :]))
         return obs, mask, state
 
@@ -136,11 +144,11 @@ class ActingNet(nn.Module):
         return (y[0] if isinstance(y, tuple) else y), new_state
 
     def scores(self, x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """Logits (actor-critic) or Q-values (``dqn``) of discrete actions at features ``x``, masked to -inf."""
-        out = self.q(x) if self.family == "q" else self.actor(x)
-        if mask is not None:
-            out = out.masked_fill(~mask.to(torch.bool), float("-inf"))
-        return out
+        """Logits (actor-critic) or Q-values (``dqn``) of discrete actions at features ``x``, under ``mask`` as the
+        policy masks them (`mask_logits`, `mask_q`: a row that allows nothing stays unmasked)."""
+        if self.family == "q":
+            return mask_q(self.q(x), mask)
+        return mask_logits(self.actor(x), mask)
 
     def decide(self, x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
         """The deterministic env action at features ``x``."""

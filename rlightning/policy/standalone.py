@@ -114,7 +114,9 @@ class StandalonePolicy:
             state: A recurrent policy's state from the previous call (None: a new episode); feed-forward: None.
             deterministic: The most likely action (True) or a sample of the policy's distribution.
             action_mask: Bool array ``[n]`` (``[B, n]`` for a batch), True = allowed; Discrete and
-                MultiDiscrete actions (``n``: the choices, all entries' concatenated for a MultiDiscrete).
+                MultiDiscrete actions (``n``: the choices, all entries' concatenated for a MultiDiscrete). A row
+                allowing nothing acts unmasked, and a Dict observation's own ``action_mask`` key applies too, as
+                in the policy's acting (`rlightning.policy.networks.masks`).
             episode_start: Bool ``[B]`` (or one bool): rows whose state restarts from zero (a recurrent policy).
 
         Returns:
@@ -170,10 +172,8 @@ class StandalonePolicy:
         head = self.policy.head
         if head.kind == "discrete":
             sample = categorical_draw(torch.log_softmax(net.scores(x, mask), dim=-1))
-        elif head.kind == "continuous":
-            sample = head.distribution(net.actor(x)).sample()
-        else:
-            sample = head.distribution(net.scores(x, mask)).sample()
+        else:  # the head's own distribution (a mask for MultiDiscrete; a Gaussian's Normal)
+            sample = head.distribution(net.actor(x), mask).sample()
         return head.to_env(sample), {k: v.numpy() for k, v in new_state.items()}
 
     # ------------------------------------------------------------------ input checks
@@ -209,11 +209,7 @@ class StandalonePolicy:
             if mask.dtype.kind not in "iub":
                 raise ValueError(f"action_mask must be bool (True = allowed), got dtype {mask.dtype}")
             mask = mask.astype(bool)
-        mask = mask.reshape(rows, n)
-        if self.net.kind == "discrete" and not mask.any(axis=1).all():
-            row = int(np.flatnonzero(~mask.any(axis=1))[0])
-            raise ValueError(f"action_mask row {row} allows no action; at least one must be True")
-        return mask
+        return mask.reshape(rows, n)
 
     def _state_batch(self, state: State, rows: int, single: bool, episode_start: Any) -> Dict[str, np.ndarray]:
         if not self.recurrent:

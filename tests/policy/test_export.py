@@ -23,7 +23,13 @@ CASES = {
     "continuous": ("ppo", BOX, spaces.Box(-0.5, 0.5, (2,), np.float32), {"norm_obs": True}, False),
     "continuous_sac": ("sac", BOX, spaces.Box(-2.0, 2.0, (3,), np.float32), {}, False),
     "cnn_pixels": ("ppo", IMAGE, spaces.Discrete(4), {"hidden_sizes": [32]}, False),
-    "dict_obs_dqn": ("dqn", spaces.Dict({"pos": BOX, "mode": spaces.Discrete(3)}), spaces.Discrete(3), {}, False),
+    "dict_obs_dqn": (  # with the env's own mask as an observation key
+        "dqn",
+        spaces.Dict({"pos": BOX, "mode": spaces.Discrete(3), "action_mask": spaces.MultiBinary(3)}),
+        spaces.Discrete(3),
+        {},
+        False,
+    ),
     "recurrent_lstm": ("ppo", BOX, spaces.MultiDiscrete([2, 3]), {"recurrent": "lstm", "recurrent_size": 8}, False),
 }
 

@@ -201,13 +201,35 @@ def test_action_mask_allows_only_true_actions(policy_type):
             assert mask[np.arange(64), sampled - 10].all()
 
 
+@pytest.mark.parametrize("policy_type", ["ppo", "dqn"])
+def test_the_observations_own_action_mask_applies_as_in_the_policys_acting(policy_type):
+    """An env's mask as the Dict observation key ``action_mask`` (PettingZoo's convention), with predict's own."""
+    space = spaces.Dict({"pos": BOX, "action_mask": spaces.MultiBinary(4)})
+    pi = make_policy(policy_type, space, spaces.Discrete(4))
+    batch = sample_batch(space, 64, seed=2)
+    batch["action_mask"][np.arange(64), np.arange(64) % 4] = 1  # at least one allowed per row
+    action, _ = pi.predict(batch)
+    assert batch["action_mask"][np.arange(64), action].all()
+    assert np.array_equal(action, pi.policy.compute_actions(batch, deterministic=True)["action"])
+    extra = np.ones((64, 4), bool)
+    extra[:, 0] = False  # predict's mask on top of the observation's: both must allow the action
+    both, _ = pi.predict(batch, action_mask=extra)
+    combined = batch["action_mask"].astype(bool) & extra
+    some = combined.any(axis=1)  # rows both allow something in (the others act unmasked)
+    assert some.sum() > 32 and combined[np.arange(64), both][some].all()
+    if policy_type == "ppo":
+        sampled = pi.predict(batch, deterministic=False)[0]
+        assert batch["action_mask"][np.arange(64), sampled].all()
+
+
 def test_bad_action_masks_are_refused():
     pi = make_policy("ppo", BOX, spaces.Discrete(3))
     obs = np.zeros((2, 4), np.float32)
     with pytest.raises(ValueError, match=r"action_mask has shape \(3,\), expected \(2, 3\)"):
         pi.predict(obs, action_mask=np.ones(3, bool))
-    with pytest.raises(ValueError, match="action_mask row 1 allows no action"):
-        pi.predict(obs, action_mask=np.array([[1, 0, 0], [0, 0, 0]], bool))
+    # a row allowing nothing acts unmasked, as the policy's own acting does (rlightning.policy.networks.masks)
+    nothing = pi.predict(obs, action_mask=np.array([[1, 0, 0], [0, 0, 0]], bool))[0]
+    assert nothing[0] == 0 and nothing[1] == pi.predict(obs)[0][1]
     box = make_policy("ppo", BOX, spaces.Box(-1.0, 1.0, (2,), np.float32))
     with pytest.raises(ValueError, match="action_mask masks Discrete and MultiDiscrete actions"):
         box.predict(obs, action_mask=np.ones((2, 2), bool))
