@@ -2,13 +2,15 @@
 
 Importing this package registers the built-in envs in ``ENVS``:
 ``"gymnasium"`` (`GymnasiumEnv`), ``"pettingzoo"`` (`PettingZooEnv`, PettingZoo parallel envs) and
-``"rendezvous"`` (`RendezvousEnv`).
+``"rendezvous"`` (`RendezvousEnv`) and ``"gymnax"`` (`GymnaxEnv`, JAX envs on their device; jax imported
+only when one is built).
 """
 
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.env_group import EnvGroup
 from rlightning.env.errors import EnvWorkerError, caller_error
 from rlightning.env.gym_env import GymnasiumEnv, resolve_env_spec
+from rlightning.env.gymnax_env import GymnaxEnv
 from rlightning.env.multi_agent_env import RendezvousEnv
 from rlightning.env.pettingzoo_env import PettingZooEnv
 from rlightning.env.rollout_worker import RolloutResult, RolloutWorker
@@ -19,6 +21,7 @@ __all__ = [
     "EnvGroup",
     "EnvWorkerError",
     "GymnasiumEnv",
+    "GymnaxEnv",
     "PettingZooEnv",
     "RendezvousEnv",
     "RolloutResult",

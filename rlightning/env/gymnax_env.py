@@ -1,0 +1,258 @@
+"""The gymnax backend (``ENVS["gymnax"]``): JAX envs whose state stays on their device, batches in torch via DLPack.
+
+``env.backend: gymnax`` with ``env.name`` a gymnax id (``CartPole-v1``, ``Acrobot-v1``, ...) runs
+``num_envs`` copies of the env as one jitted, vmapped JAX function. Observations, rewards, done flags and
+episode totals reach torch with ``torch.from_dlpack`` (no host copy), and the policy's actions go back to JAX
+the same way; nothing on the path is a numpy array. The env, the policy copy acting on it and the rollout
+record (`rlightning.env.utils.tensor_record_writer`) stay on the env's device: JAX's default device (CPU here;
+a GPU where jax has CUDA)::
+
+    cfg = apply_overrides(load_preset("cartpole_ppo_fast"), ["env.backend=gymnax", "env.num_envs=1024"])
+
+It keeps the env contract of `BaseEnv` with torch tensors in place of arrays: NEXT_STEP autoreset (a done
+row's next step returns the reset observation with reward 0), ``terminated`` and ``truncated`` apart (the
+time limit is ``env.max_episode_steps``, else the env's own ``max_steps_in_episode``), and the running
+``info["episode_return"]`` / ``info["episode_length"]``. ``env.env_kwargs`` override fields of the env's
+``EnvParams``. JAX and gymnax come with the ``jax`` extra (``pip install "rlightning[jax]"``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+
+from rlightning.env.base_env import BaseEnv
+from rlightning.env.errors import caller_error
+from rlightning.env.suites import MissingSuiteError
+from rlightning.env.utils.utils import default_env_preprocess_fn
+from rlightning.types import EnvMeta, EnvRet, PolicyResponse
+from rlightning.utils.config import EnvConfig
+from rlightning.utils.logger import get_logger
+from rlightning.utils.registry import ENVS, closest
+
+logger = get_logger(__name__)
+
+__all__ = ["GymnaxEnv", "import_gymnax", "make_gymnax"]
+
+_INSTALL = 'pip install "rlightning[jax]"'
+
+
+def import_gymnax() -> Tuple[Any, Any]:
+    """``(jax, gymnax)``, or a `MissingSuiteError` (an ``ImportError``) naming the extra to install."""
+    try:
+        import jax
+        import gymnax
+    except ImportError as err:
+        raise MissingSuiteError(f"env.backend='gymnax' needs jax and gymnax ({err}): {_INSTALL}") from None
+    return jax, gymnax
+
+
+def make_gymnax(name: str, env_kwargs: Optional[Dict[str, Any]] = None) -> Tuple[Any, Any]:
+    """The gymnax env and its ``EnvParams`` for id ``name``, with ``env_kwargs`` overriding params fields.
+
+    Raises:
+        KeyError: an unknown gymnax id; the message lists the closest registered ids.
+        ValueError: an ``env_kwargs`` key that is not a field of the env's ``EnvParams``.
+        MissingSuiteError: jax or gymnax is not installed (the extra to install named).
+    """
+    _, gymnax = import_gymnax()
+    known = list(gymnax.registered_envs)
+    if not isinstance(name, str) or name not in known:
+        near = closest(str(name), known, n=5)
+        hint = f" Closest gymnax ids: {', '.join(repr(n) for n in near)}." if near else ""
+        raise KeyError(f"env.name={name!r} is not a gymnax id.{hint} All gymnax ids: gymnax.registered_envs")
+    env, params = gymnax.make(name)
+    kwargs = dict(env_kwargs or {})
+    fields = set(getattr(type(params), "__dataclass_fields__", {}))
+    unknown = sorted(k for k in kwargs if k not in fields)
+    if unknown:
+        raise ValueError(
+            f"env.env_kwargs {unknown} are not fields of {name}'s EnvParams; valid: {', '.join(sorted(fields))}"
+        )
+    if kwargs:
+        params = params.replace(**kwargs)
+    return env, params
+
+
+def gymnax_space(space: Any) -> gym.Space:
+    """A gymnax ``Box`` / ``Discrete`` as the gymnasium space of one sub-env.
+
+    Raises:
+        TypeError: a gymnax space kind this backend does not translate (named).
+    """
+    kind = type(space).__name__
+    if kind == "Discrete":
+        return gym.spaces.Discrete(int(space.n))
+    if kind == "Box":
+        shape = tuple(space.shape)
+        dtype = np.dtype(space.dtype)
+        low = np.broadcast_to(np.asarray(space.low, dtype=dtype), shape)
+        high = np.broadcast_to(np.asarray(space.high, dtype=dtype), shape)
+        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+    raise TypeError(f"gymnax space {kind} has no translation here; the gymnax backend supports Box and Discrete")
+
+
+def _vector_functions(env: Any, params: Any, limit: int) -> Tuple[Callable, Callable]:
+    """The jitted ``reset(keys)`` and ``step(carry, action)`` of ``num_envs`` copies (vmapped over the rows).
+
+    The carry is ``(keys, state, done, time, ep_return, ep_length)``; ``step`` autoresets the NEXT_STEP way:
+    a row done on the previous step returns its reset observation with reward 0 and done False.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    inner = params.replace(max_steps_in_episode=2**30) if hasattr(params, "max_steps_in_episode") else params
+
+    def reset_one(key: Any) -> Tuple[Any, ...]:
+        key, sub = jax.random.split(key)
+        obs, state = env.reset_env(sub, inner)
+        zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
+        return obs.astype(jnp.float32), (key, state, jnp.zeros((), bool), zero_i, zero_f, zero_i)
+
+    def step_one(carry: Tuple[Any, ...], action: Any) -> Tuple[Any, ...]:
+        key, state, prev_done, t, ep_ret, ep_len = carry
+        key, k_step, k_reset = jax.random.split(key, 3)
+        obs_s, state_s, reward, term, _ = env.step_env(k_step, state, action, inner)
+        obs_r, state_r = env.reset_env(k_reset, inner)
+        state = jax.tree_util.tree_map(lambda r, s: jnp.where(prev_done, r, s), state_r, state_s)
+        obs = jnp.where(prev_done, obs_r, obs_s).astype(jnp.float32)
+        reward = jnp.where(prev_done, 0.0, reward).astype(jnp.float32)
+        t = jnp.where(prev_done, 0, t + 1)
+        term = jnp.logical_and(~prev_done, term.astype(bool))
+        trunc = jnp.logical_and(jnp.logical_and(~prev_done, ~term), t >= limit)
+        ep_ret = jnp.where(prev_done, 0.0, ep_ret + reward)
+        ep_len = jnp.where(prev_done, 0, ep_len + 1)
+        done = jnp.logical_or(term, trunc)
+        # One float32 row per sub-env for the step's scalars: one DLPack hand-over instead of five.
+        scalars = jnp.stack(
+            [reward, term.astype(jnp.float32), trunc.astype(jnp.float32), ep_ret, ep_len.astype(jnp.float32)]
+        )
+        return (obs, scalars.astype(jnp.float32)), (key, state, done, t, ep_ret, ep_len)
+
+    return jax.jit(jax.vmap(reset_one)), jax.jit(jax.vmap(step_one))
+
+
+def _response_action(policy_resp: PolicyResponse) -> Any:
+    return policy_resp.action
+
+
+@ENVS.register("gymnax")
+class GymnaxEnv(BaseEnv):
+    """``num_envs`` copies of a gymnax env stepped as one jitted JAX function; `EnvRet` fields are torch tensors.
+
+    Args:
+        config: Env config: ``name`` (a gymnax id), ``env_kwargs`` (``EnvParams`` fields), ``num_envs``,
+            ``max_episode_steps``.
+        worker_index: Global worker index (makes ``env_id`` unique; offsets the default seed).
+        preprocess_fn: `PolicyResponse` -> batched action (a tensor or an array of ``num_envs`` actions).
+
+    Raises:
+        KeyError: an unknown gymnax id (closest ids listed).
+        ValueError: an ``env_kwargs`` key that is no ``EnvParams`` field.
+        MissingSuiteError: jax or gymnax is not installed.
+    """
+
+    def __init__(
+        self,
+        config: EnvConfig,
+        worker_index: int = 0,
+        preprocess_fn: Optional[Callable[[PolicyResponse], Any]] = default_env_preprocess_fn,
+    ) -> None:
+        super().__init__(config, worker_index=worker_index, preprocess_fn=preprocess_fn)
+        import torch
+
+        self._jax, _ = import_gymnax()
+        self.gymnax_env, self.params = make_gymnax(config.name, config.env_kwargs)
+        limit = config.max_episode_steps or int(getattr(self.params, "max_steps_in_episode", 2**30))
+        self.max_episode_steps = int(limit)
+        self.single_observation_space = gymnax_space(self.gymnax_env.observation_space(self.params))
+        self.single_action_space = gymnax_space(self.gymnax_env.action_space(self.params))
+        self._reset_fn, self._step_fn = _vector_functions(self.gymnax_env, self.params, self.max_episode_steps)
+        self.device = torch.device(self._jax.devices()[0].platform.replace("gpu", "cuda"))
+        self._discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
+        self._carry: Optional[Tuple[Any, ...]] = None
+        # The response's action as it is (a tensor stays a tensor); a custom preprocess_fn is used as given.
+        self._take_action = _response_action if preprocess_fn in (None, default_env_preprocess_fn) else preprocess_fn
+
+    @classmethod
+    def prepare(cls, config: EnvConfig) -> Dict[str, Any]:
+        """Check in the driver that jax and gymnax are installed and ``config.name`` is a gymnax id."""
+        make_gymnax(config.name, config.env_kwargs)
+        return {}
+
+    def _keys(self, seed: Optional[int]) -> Any:
+        jax = self._jax
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little")
+        return jax.random.split(jax.random.PRNGKey(int(seed) + self.worker_index), self.num_envs)
+
+    def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> EnvRet:
+        """Reset every sub-env; ``seed`` seeds the rows' JAX keys (None: a random seed)."""
+        import torch
+
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise caller_error(ValueError(f"env {self.env_id}: seed must be None or an int >= 0, got {seed!r}"))
+        obs, self._carry = self._reset_fn(self._keys(seed))
+        n, dev = self.num_envs, self.device
+        zeros_f = torch.zeros(n, dtype=torch.float32, device=dev)
+        zeros_b = torch.zeros(n, dtype=torch.bool, device=dev)
+        info = {"episode_return": zeros_f, "episode_length": torch.zeros(n, dtype=torch.int32, device=dev)}
+        return EnvRet(self.env_id, torch.from_dlpack(obs), zeros_f, zeros_b, zeros_b.clone(), info)
+
+    def step(self, policy_resp: PolicyResponse) -> EnvRet:
+        """Step every sub-env with the response's batched action (handed to JAX through DLPack).
+
+        Raises:
+            ValueError: step before reset, or an action whose shape is not ``[num_envs]`` (named with the space).
+        """
+        self.check_policy_resp(policy_resp)
+        if self._carry is None:
+            raise caller_error(ValueError(f"env {self.env_id}: step() before reset(); call reset() first"))
+        try:
+            action = self._to_jax(self._take_action(policy_resp))
+        except Exception as err:  # noqa: BLE001 - a bad action or preprocess_fn is the caller's bug
+            caller_error(err)
+            raise
+        (obs, scalars), self._carry = self._step_fn(self._carry, action)
+        self.episodes.steps += self.num_envs
+        from torch import from_dlpack
+
+        s = from_dlpack(scalars)  # [N, 5]: reward, terminated, truncated, episode return, episode length
+        info = {"episode_return": s[:, 3], "episode_length": s[:, 4].int()}
+        return EnvRet(self.env_id, from_dlpack(obs), s[:, 0], s[:, 1].bool(), s[:, 2].bool(), info)
+
+    def _to_jax(self, action: Any) -> Any:
+        """The batched action as a JAX array: a torch tensor through DLPack (int32 / float32), else via JAX."""
+        import torch
+
+        jnp = self._jax.numpy
+        shape = (self.num_envs,) + tuple(self.single_action_space.shape)
+        got = tuple(getattr(action, "shape", np.shape(action)))
+        if got != shape and not (self._discrete and got == (self.num_envs, 1)):
+            raise caller_error(
+                ValueError(
+                    f"env {self.env_id}: action of shape {got} does not fit {self.num_envs} sub-envs of "
+                    f"{self.single_action_space}; expected shape {shape}"
+                )
+            )
+        if isinstance(action, torch.Tensor):
+            action = action.reshape(shape).to(torch.int32 if self._discrete else torch.float32).contiguous()
+            return self._jax.dlpack.from_dlpack(action)
+        return jnp.asarray(action, dtype=jnp.int32 if self._discrete else jnp.float32).reshape(shape)
+
+    def get_metadata(self) -> EnvMeta:
+        """Env id, the spaces of one sub-env (gymnasium spaces) and ``num_envs``."""
+        return EnvMeta(
+            env_id=self.env_id,
+            action_space=self.single_action_space,
+            observation_space=self.single_observation_space,
+            num_envs=self.num_envs,
+        )
+
+    def recreate_env(self, seed: Optional[int] = None) -> EnvRet:
+        """Start every sub-env again (the state is only the JAX carry) and return the reset `EnvRet`."""
+        self._carry = None
+        return self.reset(seed=seed)
