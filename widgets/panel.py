@@ -9,31 +9,17 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
-from rlightning.widgets._base import INSTALL_HINT, esc, html_table, ipywidgets_or_none
-from rlightning.widgets.buffer_view import BufferViewWidget
+from rlightning.widgets._base import INSTALL_HINT, esc, ipywidgets_or_none
 from rlightning.widgets.charts import draw_charts, windowed_rates
 from rlightning.widgets.dashboard import engine_state
-from rlightning.widgets.episode_table import EpisodeTableWidget
 from rlightning.widgets.progress import BAR_STYLE
+from rlightning.widgets.sections import num, section_classes
 
 #: Hyperparameter fields the panel offers, when the run can set them.
 PANEL_FIELDS = ("lr", "ent_coef", "clip_coef", "q_lr", "tau", "alpha")
-SECTIONS = ("buffer", "episodes", "timing", "workers")
-
-
-def num(value: Any) -> str:
-    """A number for people: ints with thousands separators, floats to 3 significant digits."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1000:
-        return f"{int(value):,}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
+__all__ = ["ControlPanel", "PANEL_FIELDS", "num", "panel_state"]
 
 
 def panel_state(run: Any) -> Dict[str, Any]:
@@ -69,21 +55,6 @@ def panel_state(run: Any) -> Dict[str, Any]:
         "workers": workers,
         "running": run.is_running,
     }
-
-
-def _timing_html(timing: Dict[str, float]) -> str:
-    rows = [[k, f"{v * 1e3:,.1f} ms"] for k, v in timing.items()]
-    return f"<div class='rl-timing'>{html_table(['phase', 'mean per iteration'], rows)}</div>"
-
-
-def _episodes_html(recent: List[Dict[str, Any]]) -> str:
-    rows = [[e.get("env_id", "-"), num(e.get("return")), num(e.get("length"))] for e in reversed(recent)]
-    return f"<div class='rl-episodes'>{html_table(['env', 'return', 'length'], rows)}</div>"
-
-
-def _workers_html(workers: Dict[str, Any]) -> str:
-    rows = [[k.replace("_", " "), num(v) if not isinstance(v, dict) else esc(v)] for k, v in workers.items()]
-    return f"<div class='rl-workers'>{html_table(['', 'count'], rows)}</div>"
 
 
 _BOX: Dict[int, type] = {}
@@ -125,8 +96,8 @@ class ControlPanel:
         self._displayed_at: Optional[int] = None
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
-        self.buffer_view = BufferViewWidget(run.engine.buffer)
-        self.episode_table_view = EpisodeTableWidget(run.engine.buffer)
+        self.section_views = {cls.name: cls(run) for cls in section_classes()}
+        """The registered sections (`rlightning.widgets.sections`), by name, in order."""
         self._w = ipywidgets_or_none()
         self.container = None
         if self._w is not None:
@@ -164,17 +135,10 @@ class ControlPanel:
         self.apply_button.on_click(lambda _b: self.press("apply"))
         self.chart = w.Image(format="png", layout=w.Layout(width="100%", max_width="1100px"))
         self.sections = {}
-        bodies = {
-            "buffer": self.buffer_view.widget,
-            "episodes": w.HTML(),
-            "timing": w.HTML(),
-            "workers": w.VBox([w.HTML(), self.episode_table_view.widget]),
-        }
-        for name in SECTIONS:
-            acc = w.Accordion(children=[bodies[name]], titles=(name,), selected_index=None)
+        for name, section in self.section_views.items():
+            acc = w.Accordion(children=[section.build(w)], titles=(name,), selected_index=None)
             acc.add_class(f"rl-section-{name}")
             self.sections[name] = acc
-        self._bodies = bodies
         controls = w.HBox([*self.buttons.values(), self.n_field])
         hp = w.HBox([*self.fields.values(), self.apply_button]) if self.fields else w.HBox([])
         self.player = w.HTML(layout=w.Layout(display="none"))
@@ -257,13 +221,9 @@ class ControlPanel:
         s = panel_state(self.run)
         s["buttons"] = self.button_states()
         s["error"] = self.last_error
-        s["sections"] = {
-            "buffer": self.buffer_view.refresh()["transitions_written"] > 0,
-            "episodes": bool(s["recent_episodes"]),
-            "timing": bool(s["timing"]),
-            "workers": True,
-        }
-        self.episode_table_view.refresh()
+        for section in self.section_views.values():
+            section.state = s
+        s["sections"] = {name: bool(section.refresh()) for name, section in self.section_views.items()}
         rows = len(self.run.metrics)
         now = time.monotonic()
         if force_chart or (rows != self._drawn_rows and now - self._drawn_at >= self.chart_interval):
@@ -305,9 +265,8 @@ class ControlPanel:
         if self.chart_png is not None and self.chart.value != self.chart_png:
             self.chart.value = self.chart_png
         self.chart.layout.display = None if self.chart_png is not None else "none"
-        self._bodies["episodes"].value = _episodes_html(s["recent_episodes"])
-        self._bodies["timing"].value = _timing_html(s["timing"])
-        self._bodies["workers"].children[0].value = _workers_html(s["workers"])
+        for section in self.section_views.values():
+            section.update()
         for name, visible in s["sections"].items():
             self.sections[name].layout.display = None if visible else "none"
 
@@ -350,8 +309,8 @@ class ControlPanel:
             f"<div class='rlightning-panel'><div class='rlightning-dashboard'><b>{esc(s['name'])}</b> · iteration "
             f"<span class='rl-iteration'>{s['iteration']}</span>/{s['goal'][1]} · env steps {num(s['env_steps'])}"
             f" · {esc(s['state'])}: <span class='rl-status'>{esc(s['status'])}</span></div>{img}"
-            f"{self.buffer_view.render_html(self.buffer_view.state)}{_episodes_html(s['recent_episodes'])}"
-            f"{_timing_html(s['timing'])}{self.episode_table_view.render_html(self.episode_table_view.state)}</div>"
+            + "".join(section.render_html() for section in self.section_views.values())
+            + "</div>"
         )
 
     def display(self) -> None:

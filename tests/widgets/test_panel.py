@@ -259,3 +259,39 @@ def test_run_set_lr_reaches_every_optimizer_that_used_it_in_sac(tmp_path):
         assert worker.config.tau == 0.01 and run.step()["set_tau"] == 0.01
     finally:
         run.close()
+
+
+def test_a_registered_section_is_one_class_and_shows_in_every_new_panel(make_run):
+    from rlightning.widgets.sections import SECTIONS, PanelSection, register_section
+
+    @register_section("losses")
+    class LossesSection(PanelSection):
+        def refresh(self):
+            last = self.run.metrics[-1] if self.run.metrics else {}
+            self.losses = {k: v for k, v in last.items() if k.endswith("_loss")}
+            return bool(self.losses)
+
+        def build(self, w):
+            self.body = w.HTML()
+            return self.body
+
+        def update(self):
+            self.body.value = self.render_html()
+
+        def render_html(self):
+            return "<div class='rl-losses'>" + ", ".join(f"{k}={num(v)}" for k, v in self.losses.items()) + "</div>"
+
+    try:
+        run = make_run()
+        panel = ControlPanel(run, live=False)
+        assert list(panel.sections)[-1] == "losses" and panel.state["sections"]["losses"] is False
+        assert panel.sections["losses"].layout.display == "none"
+        run.step()
+        state = panel.refresh()
+        assert state["sections"]["losses"] and panel.sections["losses"].layout.display is None
+        assert "policy_loss=" in panel.section_views["losses"].body.value
+        assert "rl-losses" in panel.render_html()
+    finally:
+        SECTIONS.pop("losses", None)
+    with pytest.raises(TypeError, match="takes a PanelSection subclass"):
+        register_section("bad")(dict)
