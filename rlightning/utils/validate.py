@@ -44,9 +44,13 @@ def probe_spaces(config: MainConfig) -> Tuple[Optional[Any], Optional[Any]]:
     import gymnasium as gym
 
     from rlightning.env.gym_env import resolve_env_spec
+    from rlightning.env.suites import ensure_suite
     from rlightning.env.wrappers import apply_wrappers, resolve_wrappers
 
-    spec = resolve_env_spec(config.env.name)  # an unknown id or a suite's missing package fails here, named
+    ensure_suite(config.env.name)  # a suite's missing package fails here, with its install hint
+    if config.env.name not in gym.registry and ":" not in config.env.name:
+        return None, None  # a BaseEnv registered in ENVS by that name (the env group resolves it)
+    spec = resolve_env_spec(config.env.name)  # an entry point that does not import fails here, named
     try:
         env = gym.make(spec.id, **config.env.env_kwargs)
     except (TypeError, ValueError) as err:
