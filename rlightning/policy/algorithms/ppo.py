@@ -26,7 +26,7 @@ import torch
 from pydantic import Field
 
 from rlightning.policy.algorithms import numpy_acting
-from rlightning.policy.algorithms.acting_mlp import call_module, mlp_act
+from rlightning.policy.algorithms.acting_mlp import call_module
 from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_forward
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
@@ -242,6 +242,7 @@ class PPOPolicy(BasePolicy):
             and self.kind == "discrete"
             and mask is None
             and getattr(self, "core", None) is None
+            and not isinstance(obs, torch.Tensor)  # a device env's tensors: acted on in torch, answered in torch
         ):
             out = self._act_numpy(obs, deterministic, with_value)
             if out is not None:
@@ -286,42 +287,41 @@ class PPOPolicy(BasePolicy):
                 value = numpy_acting.values_np(features, self.critic)
                 if value is not None:
                     return value
-        forward = mlp_act if self.role_type is PolicyRole.EVAL else mlp_forward
         block = numpy_acting.VALUE_BLOCK
         out = []
         with torch.no_grad():
             for start in range(0, len(obs), block):
                 x = call_module(self.encoder, obs_to_tensor(obs[start : start + block], self.device))
-                out.append(forward(self.critic, x).squeeze(-1).float().cpu().numpy())
+                out.append(mlp_forward(self.critic, x).squeeze(-1).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
     def _act_torch(
         self, obs: np.ndarray, deterministic: bool, with_value: bool = True, mask: Optional[torch.Tensor] = None
     ) -> Dict[str, np.ndarray]:
-        """`compute_actions` in torch (under ``no_grad``), under the action ``mask`` (`masks.action_mask`)."""
+        """`compute_actions` in torch (under ``no_grad``), under the action ``mask`` (`masks.action_mask`).
+
+        Outputs are numpy arrays, or tensors on the observation's device when ``obs`` is a tensor (a
+        device-resident env: nothing leaves its device).
+        """
         x = call_module(self.encoder, obs_to_tensor(obs, self.device))
+        out_np = _outputs_as(obs)
         recurrent, x_vf = None, x
         if getattr(self, "core", None) is not None:
             x, x_vf, recurrent = self._core_step(x)
-        # Eval-role copies (env workers' copies, eval workers) evaluate their tanh networks through sigmoid where
-        # that is faster on this CPU (`mlp_act`: the same function up to float rounding, refolded after each
-        # weight sync); the learner acts with the networks it trains (a fused optimizer step writes around the
-        # version counter).
-        forward = mlp_act if self.role_type is PolicyRole.EVAL else mlp_forward
-        value = forward(self.critic, x_vf).squeeze(-1) if with_value else None
+        value = mlp_forward(self.critic, x_vf).squeeze(-1) if with_value else None
         if self.kind == "discrete":
             # The categorical distribution by hand: building a torch Categorical per step (argument
             # checks, a second normalisation) cost as much as the two forward passes on CartPole;
             # torch.multinomial (its sample) two to three times the Gumbel-max draw.
-            logp_all = torch.log_softmax(mask_logits(forward(self.actor, x), mask), dim=-1)
+            logp_all = torch.log_softmax(mask_logits(mlp_forward(self.actor, x), mask), dim=-1)
             sample = logp_all.argmax(-1) if deterministic else categorical_draw(logp_all)
             log_prob = logp_all.gather(-1, sample.unsqueeze(-1)).squeeze(-1)
             out = {
-                "log_prob": log_prob.float().cpu().numpy(),
-                "action": (sample if self.action_start == 0 else sample + self.action_start).cpu().numpy(),
+                "log_prob": out_np(log_prob.float()),
+                "action": out_np(sample if self.action_start == 0 else sample + self.action_start),
             }
             if value is not None:
-                out["value"] = value.float().cpu().numpy()
+                out["value"] = out_np(value.float())
             if recurrent is not None:
                 out.update(recurrent)
             return out
@@ -579,3 +579,12 @@ def _explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     if var == 0.0:
         return float("nan")
     return 1.0 - float((target - pred).var()) / var
+
+
+def _outputs_as(obs: Any) -> Any:
+    """How `PPOPolicy._act_torch` hands its outputs back: numpy arrays, or tensors on ``obs``'s device when the
+    observation is a tensor (a device-resident env's)."""
+    if isinstance(obs, torch.Tensor):
+        device = obs.device
+        return lambda t: t.to(device)
+    return lambda t: t.cpu().numpy()
