@@ -296,3 +296,23 @@ def test_sides_run_only_their_cases():
     assert main.side_cases(item, sides["sb3"], Namespace(quick=True, cases="")) == ["solve"]
     assert main.side_cases(item, sides["sb3"], Namespace(quick=False, cases="lunar")) == ["lunar"]
     assert main.side_cases(item, sides["rl_best"], Namespace(quick=False, cases="lunar")) == []
+
+
+def test_masked_ppo_is_judged_against_unmasked_and_pixel_ppo_against_its_floor():
+    ms = [
+        m("maskppo", "local 2x8", "masked", [850.0, 900.0, 950.0]),
+        m("maskppo", "local 2x8", "unmasked", [1000.0, 1000.0]),
+        m("maskppo", "ray 2x8", "masked", [700.0]),
+        m("maskppo", "ray 2x8", "unmasked", [1000.0]),
+        m("pixelppo", "8 envs x 128 steps", "rl_local", [100.0]),
+        m("pixelppo", "8 envs x 128 steps", "floor", [125.0]),
+    ]
+    vs = report.judge(ms)
+    local, ray = verdict(vs, "masked", "limit", "local 2x8"), verdict(vs, "masked", "limit", "ray 2x8")
+    assert local["ratio"] == pytest.approx(0.9) and local["met"]  # within 10 % of unmasked
+    assert ray["ratio"] == pytest.approx(0.7) and not ray["met"]
+    text = report.markdown(ms, ["maskppo", "pixelppo"])
+    assert "/ unmasked" in text and ">= 0.9x unmasked: **not met**" in text
+    floor_col = [ln for ln in text.splitlines() if ln.startswith("| 8 envs") and "local env worker" in ln][0]
+    assert "0.80x" in floor_col  # rlightning / the plain torch floor
+    assert not report.ITEMS["maskppo"].quick_default

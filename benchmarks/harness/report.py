@@ -54,6 +54,7 @@ class Item:
     extra_cols: Tuple[str, ...] = field(default_factory=tuple)  # extras shown (medians)
     floor_of: Tuple[str, ...] = ()  # side keys whose ratio to the item's floor side is shown
     quick_cases: Tuple[str, ...] = ()  # the cases --quick measures (default: all)
+    limit_label: str = "limit"  # how the tables name the reference of the item's "limit" sides
 
 
 @dataclass(frozen=True)
@@ -204,10 +205,45 @@ ITEMS: Dict[str, Item] = {
             ),
             Side("rllib", "RLlib PPO, 1 EnvRunner x 8, learner in the driver", "peer", "rllib", "rllib_pixelppo.py"),
             Side("sb3", "Stable-Baselines3 PPO CnnPolicy, DummyVecEnv of 8", "peer", "sb3", "sb3_pixelppo.py"),
+            Side(
+                "floor",
+                "floor: the same iteration as one plain torch loop (CleanRL's Atari PPO shape)",
+                "limit",
+                "ours",
+                "floor_pixelppo.py",
+            ),
         ),
         ("8 envs x 128 steps",),
         quick_default=False,
         extra_cols=("env_steps",),
+    ),
+    "maskppo": Item(
+        "maskppo",
+        "Masked PPO against the same PPO without the mask key: cartpole_ppo's PPO on benchmarks/mask_env.py "
+        "(Dict observation, 8 actions, half allowed), 2 env workers x 8 acting with their copies, whole "
+        "iterations (env steps/s)",
+        (
+            Side(
+                "masked",
+                "rlightning PPO, observation with action_mask",
+                "ours",
+                "ours",
+                "rlightning_maskppo.py",
+                ("--mask", "on"),
+            ),
+            Side(
+                "unmasked",
+                "the same PPO, the same env without the action_mask key",
+                "limit",
+                "ours",
+                "rlightning_maskppo.py",
+                ("--mask", "off"),
+            ),
+        ),
+        ("local 2x8", "ray 2x8"),
+        quick_default=False,
+        extra_cols=("env_steps",),
+        limit_label="unmasked",
     ),
     "buffer": Item(
         "buffer",
@@ -380,6 +416,7 @@ GOALS: Tuple[Goal, ...] = (
     Goal("pixels", "rl_ray", "rllib", ">=", 2.0),
     Goal("pixelppo", "rl_local", "rllib", ">=", 2.0),
     Goal("pixelppo", "rl_local", "sb3", ">=", 1.0),
+    Goal("maskppo", "masked", "limit", ">=", 0.9),
     Goal("buffer", "rl_local", "torchrl", ">=", 1.0),
     Goal("buffer", "rl_local", "limit", ">=", 0.8),
     Goal("ppo", "rl_ray", "rllib", "<=", 0.7),
@@ -485,7 +522,7 @@ def fmt(x: Optional[float]) -> str:
 
 def _ref_label(item: Item, ref: str) -> str:
     if ref == "limit":
-        return "limit"
+        return item.limit_label
     if ref == "floor":
         return "Ray floor"
     return {"rllib": "RLlib", "torchrl": "TorchRL", "sb3": "SB3"}.get(ref, ref)
