@@ -1,0 +1,69 @@
+"""B/A ratios of every figure of ``benchmarks/run`` JSON results from two trees (runs alternated A, B, A, B ...).
+
+Each run of ``benchmarks/run --out <file>`` writes every side's figures; give the runs of tree A and of tree
+B (the same command on each tree, in one sitting)::
+
+    python benchmarks/ab_compare.py --a a1.json,a2.json --b b1.json,b2.json
+
+For every (item, case, side) measured by both trees it prints a markdown row: each run's median, the median
+over runs of each tree, and B/A of those medians, with ``better`` / ``worse`` read from the item's direction
+(throughputs: higher is better; times: lower). ``--drop`` (default 0.05) marks a figure that got worse by more
+than that fraction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness.report import ITEMS, fmt  # noqa: E402
+
+Key = Tuple[str, str, str]
+
+
+def medians(path: str) -> Dict[Key, Tuple[float, str]]:
+    """(item, case, side) -> (median of the run's values, unit) for every measured figure of one run."""
+    out = {}
+    for m in json.loads(Path(path).read_text())["measurements"]:
+        if m.get("values"):
+            out[(m["item"], m["case"], m["side"])] = (statistics.median(m["values"]), m.get("unit") or "")
+    return out
+
+
+def table(a_runs: List[str], b_runs: List[str], drop: float) -> str:
+    a = [medians(p) for p in a_runs]
+    b = [medians(p) for p in b_runs]
+    keys = [k for k in a[0] if all(k in r for r in a + b)]
+    head = "| item | case | side | unit | A runs | B runs | A | B | B/A | |"
+    lines = [head, "|" + "---|" * 10]
+    for key in keys:
+        item, case, side = key
+        av, bv = [r[key][0] for r in a], [r[key][0] for r in b]
+        am, bm = statistics.median(av), statistics.median(bv)
+        higher = ITEMS[item].higher_is_better if item in ITEMS else True
+        change = bm / am if am else float("nan")
+        worse = (1 - change) if higher else (change - 1)
+        mark = f"worse by {worse:.0%}" if worse > drop else ("better" if worse < -drop else "")
+        row = [item, case, side, a[0][key][1], ", ".join(map(fmt, av)), ", ".join(map(fmt, bv))]
+        row += [fmt(am), fmt(bm), f"{change:.2f}", mark]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--a", required=True, help="comma-separated JSON results of tree A")
+    p.add_argument("--b", required=True, help="comma-separated JSON results of tree B")
+    p.add_argument("--drop", type=float, default=0.05, help="mark figures worse by more than this fraction")
+    args = p.parse_args()
+    print(table(args.a.split(","), args.b.split(","), args.drop))
+
+
+if __name__ == "__main__":
+    main()
