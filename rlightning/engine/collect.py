@@ -50,11 +50,7 @@ class RolloutEnvs(Protocol):
 
 
 class ActingGroup(Protocol):
-    """What the per-step layout needs of a policy group (`rlightning.policy.PolicyGroup`).
-
-    Optional: ``defer_values(defer) -> value_fn or None`` (`PolicyGroup.defer_values`), to act without values
-    and value a rollout's observations at its end.
-    """
+    """What the per-step layout needs of a policy group (`rlightning.policy.PolicyGroup`)."""
 
     def rollout_batch(self, batch: BatchedData) -> BatchedData: ...
 
@@ -116,9 +112,6 @@ class Collector:
         self._episode_ids: Dict[str, EpisodeIds] = {}
         self._next_id_base = 0
         self.pipelined: Optional[bool] = None
-        self.defer_values = True
-        """`collect_steps` asks the policy group to act without values where it can (`PolicyGroup.defer_values`)
-        and values every observation at the end of the rollout; False: a value with every step."""
 
     # ------------------------------------------------------------------ state
 
@@ -236,10 +229,7 @@ class Collector:
         steps = 0
         timing = self.timing
         self.flush()  # a step held by the one-step API
-        # PPO's eval copies in this process act without the critic; the chunks value every observation at the end.
-        defer = getattr(self.policy_group, "defer_values", None) if self.defer_values else None
-        value_fn = defer(True) if defer is not None else None
-        chunks = StepChunks(self.env_rets, num_steps, self._ids_of, value_fn=value_fn)
+        chunks = StepChunks(self.env_rets, num_steps, self._ids_of)
         try:
             if self._pipelines():
                 return collect_pipelined(self, chunks, num_steps)
@@ -263,8 +253,6 @@ class Collector:
                     break
         finally:
             t0 = time.perf_counter()
-            if value_fn is not None:
-                defer(False)
             # The value of each record's last next.obs (its bootstrap): one more inference, nothing stepped.
             last = self.act() if chunks.wants_values else None
             records = chunks.finish(last)

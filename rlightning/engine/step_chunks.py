@@ -10,7 +10,7 @@ steps before it stored and starts a new record from its reset EnvRet.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 from rlightning.env.utils.episodes import EpisodeIds
 from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
@@ -34,11 +34,9 @@ class StepChunks:
         env_rets: BatchedData,
         num_steps: int,
         ids_of: Callable[[str, Any], EpisodeIds],
-        value_fn: Optional[Callable[[Any], Any]] = None,
     ) -> None:
         self.num_steps = int(num_steps)
         self._ids_of = ids_of
-        self._value_fn = value_fn
         self._writers: Dict[str, RecordWriter] = {}
         self._steps: Dict[str, int] = {}
         for env_id, ret in env_rets.items():
@@ -83,8 +81,6 @@ class StepChunks:
         steps = self._steps.pop(env_id)
         if not steps:
             return None
-        if self._value_fn is not None:  # the responses came without values: every observation's at once
-            last_value = writer.fill_values(self._value_fn, steps)
         return arrays_to_record(writer.finish(self._ids_of(env_id, None), steps, last_value=last_value), env_id)
 
     def finish(self, last_resps: Any = None) -> List[Any]:
@@ -98,8 +94,5 @@ class StepChunks:
 
     @property
     def wants_values(self) -> bool:
-        """True when the policy's responses carry ``value`` (the records then need the last one); False when
-        the chunks value every observation themselves (``value_fn``)."""
-        if self._value_fn is not None:
-            return False
+        """True when the policy's responses carry ``value`` (the records then need the last one)."""
         return any(w.extras is not None and "value" in w.extras for w in self._writers.values())

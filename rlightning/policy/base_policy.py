@@ -134,7 +134,6 @@ class BasePolicy:
         self._optimizers: Dict[str, torch.optim.Optimizer] = {}
         self._rollout_calls = 0
         self._rollout_rows = 0
-        self._values_deferred = False
         self._last_metrics: Dict[str, float] = {}
         self.host = PolicyWorkerHost(self)
         """Process groups, weight transport and checkpoint I/O of this worker."""
@@ -411,10 +410,7 @@ class BasePolicy:
             return []
         batch, counts = self._observation_batch(env_rets)
         with self.host.weights_lock:
-            if self._values_deferred:
-                out = self.compute_actions(batch, deterministic=self.deterministic, with_value=False)
-            else:
-                out = self.compute_actions(batch, deterministic=self.deterministic)
+            out = self.compute_actions(batch, deterministic=self.deterministic)
             version = self.weight_version
         total = sum(counts)
         self._check_outputs(out, total)
@@ -456,16 +452,6 @@ class BasePolicy:
     def _output_rows(self, out: Dict[str, Any], start: int, n: int) -> Dict[str, Any]:
         """Rows ``start .. start + n`` of every output (one EnvRet's share of the batch)."""
         return {k: v[start : start + n] for k, v in out.items()}
-
-    def defer_values(self, defer: bool = True) -> bool:
-        """Leave ``value`` out of `rollout_batch`'s responses from now on (``defer=False``: put it back).
-
-        Only where ``values_after_rollout`` says this copy may (`rlightning.policy.algorithms.ppo.PPOPolicy`):
-        the caller then asks ``compute_values`` for all the rollout's observations when it ends. Returns
-        whether values are deferred now.
-        """
-        self._values_deferred = bool(defer) and bool(getattr(self, "values_after_rollout", False))
-        return self._values_deferred
 
     def count_rollout(self, rows: int) -> None:
         """Count one acting call that answered ``rows`` rows (`rollout_batch` counts its own; an env worker

@@ -303,25 +303,6 @@ class PolicyGroup:
         self._counters["rollout_items"] += len(items)
         return self._router.submit(items, per_item=per_item)
 
-    def defer_values(self, defer: bool = True) -> Optional[Callable[[Any], Any]]:
-        """Have the rollout workers leave ``value`` out of their responses, or (``defer=False``) put it back.
-
-        Only with rollout workers in this process whose policies may (``values_after_rollout``: PPO's eval
-        copies with a weightless encoder); the caller values every observation of its rollout at its end with
-        the function returned (a policy's ``compute_values``: all of them hold the same weights). Returns None
-        where values stay in the responses.
-        """
-        workers = self.rollout_workers
-        if not workers or any(w.is_remote for w in workers):
-            return None  # never deferred: Ray workers answer with their values
-        deferred = [w.worker.defer_values(defer) for w in workers]
-        if all(deferred):
-            return workers[0].worker.compute_values
-        if any(deferred):  # all or none
-            for w in workers:
-                w.worker.defer_values(False)
-        return None
-
     def set_deterministic(self, deterministic: bool = True) -> None:
         """Make the rollout workers act deterministically (the eval engine uses it)."""
         self.recovery.record_deterministic(deterministic)

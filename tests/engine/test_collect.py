@@ -30,43 +30,6 @@ def test_env_workers_store_what_the_eval_workers_would_have(tmp_path, build):
         torch.testing.assert_close(by_eval[key], by_env[key], rtol=1e-5, atol=1e-5)
 
 
-def test_the_per_step_layout_values_the_rollout_at_its_end_as_it_would_per_step(tmp_path, build, monkeypatch):
-    """PPO's eval worker in this process acts without the critic; the rollout's observations are valued at its
-    end (`PolicyGroup.defer_values`): the same values, advantages and returns as a value with every step."""
-    datas = []
-    for defer in (True, False):
-        cfg = small_ppo(tmp_path, False, "policy.deterministic_eval=true", "cluster.inference=eval_workers")
-        engine = build(cfg).engine
-        engine.collector.defer_values = defer
-        policy = engine.policy_group.rollout_workers[0].worker
-        calls = []
-        real = policy.compute_values
-        monkeypatch.setattr(policy, "compute_values", lambda obs, _r=real, _c=calls: _c.append(len(obs)) or _r(obs))
-        assert engine.rollout()["rollout_env_steps"] == 32 * 8
-        assert len(calls) == (len(engine.env_ids) if defer else 0)  # one call per env worker's record
-        assert not policy._values_deferred  # values come with the responses again after the rollout
-        datas.append(engine.buffer.get_data())
-        engine.close()
-    deferred, per_step = datas
-    for key in ("obs", "action", "reward", "done"):
-        assert torch.equal(deferred[key], per_step[key]), key
-    for key in ("log_prob", "value", "advantage", "return"):
-        torch.testing.assert_close(deferred[key], per_step[key], rtol=1e-5, atol=1e-5)
-
-
-def test_values_stay_in_the_responses_where_they_cannot_be_deferred(tmp_path, build):
-    """SAC has no ``values_after_rollout``: its eval worker keeps answering as before; PPO's defers and comes back."""
-    from tests.support.configs import small_sac
-
-    sac = build(small_sac(tmp_path / "sac", False)).engine.policy_group
-    assert sac.defer_values(True) is None
-    assert not any(w.worker._values_deferred for w in sac.rollout_workers)
-    ppo = build(small_ppo(tmp_path / "ppo", False, "cluster.inference=eval_workers")).engine.policy_group
-    value_fn = ppo.defer_values(True)
-    assert value_fn is not None and all(w.worker._values_deferred for w in ppo.rollout_workers)
-    assert ppo.defer_values(False) is None and not any(w.worker._values_deferred for w in ppo.rollout_workers)
-
-
 def test_env_worker_copies_follow_every_weight_sync(tmp_path, build):
     engine = build(small_ppo(tmp_path, False, IN_ENV_WORKERS)).engine
     train = engine.policy_group.train_workers[0]
