@@ -6,6 +6,7 @@ own, sized from its config; ASHA and PBT are Tune's schedulers, Optuna is Tune's
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
@@ -13,7 +14,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 from rlightning.notebook.errors import ResourceError
 from rlightning.notebook.experiment import Experiment
 from rlightning.notebook.sweep_space import SweepSpec, check_metric, check_sweep, config_for
-from rlightning.notebook.trial import run_trial, trial_bundles
+from rlightning.notebook.trial import run_trial, trial_bundles, trial_resources
 from rlightning.utils.config import MainConfig
 from rlightning.utils.logger import get_logger
 
@@ -112,10 +113,6 @@ def start_sweep(
     path = sweep_folder(cfg, name)
     base = spec.base.model_dump(mode="json")
 
-    def resources(params: Dict[str, Any]) -> Any:
-        trial_cfg = config_for(spec.base, {k: v for k, v in params.items() if k in spec.space})
-        return tune.PlacementGroupFactory(trial_bundles(trial_cfg), strategy="PACK")
-
     trainable = tune.with_parameters(
         run_trial,
         base=base,
@@ -124,7 +121,7 @@ def start_sweep(
         live=spec.live,
         checkpoint_every=checkpoint_every,
     )
-    trainable = tune.with_resources(trainable, resources)
+    trainable = tune.with_resources(trainable, functools.partial(trial_resources, base, tuple(spec.space)))
     mutations = {k: space[k] for k in spec.live}
 
     def make_tuner(callbacks: list, stopper: Any) -> Any:
@@ -133,7 +130,7 @@ def start_sweep(
             storage_path=str(path.parent),
             stop=stopper,
             failure_config=tune.FailureConfig(max_failures=max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=8 if scheduler == "pbt" else 2),  # PBT donors' too
             callbacks=callbacks,
             verbose=0,
         )

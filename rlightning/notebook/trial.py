@@ -38,6 +38,21 @@ def trial_bundles(cfg: MainConfig, trial_cpus: float = TRIAL_CPUS) -> List[Dict[
     return bundles
 
 
+def trial_resources(base: Dict[str, Any], keys: tuple, params: Dict[str, Any]) -> Any:
+    """Tune's resources of one trial: a `PlacementGroupFactory` of `trial_bundles` for its config.
+
+    Takes the base config as a dict (Tune pickles this into its trial class: plain data keeps the
+    trial actor's class light to load; the config classes are imported here, when it runs).
+    """
+    from ray import tune
+
+    from rlightning.notebook.sweep_space import config_for
+    from rlightning.utils.config import config_from_dict
+
+    cfg = config_for(config_from_dict(base, source="sweep base config"), {k: params[k] for k in keys if k in params})
+    return tune.PlacementGroupFactory(trial_bundles(cfg), strategy="PACK")
+
+
 def weights_digest(weights: Any) -> str:
     """A SHA-1 over a (nested) dict of tensors/arrays: equal digests, equal weights."""
     import numpy as np
@@ -60,6 +75,27 @@ def weights_digest(weights: Any) -> str:
 
     walk("", weights)
     return h.hexdigest()
+
+
+def _group_id(_self: Any = None) -> Optional[str]:
+    import ray
+
+    pg = ray.util.get_current_placement_group()
+    return None if pg is None else pg.id.hex()
+
+
+def actors_in_trial_group(run: Any) -> int:
+    """How many of the run's env-worker actors sit in this trial's placement group (asked inside each)."""
+    import ray
+
+    from rlightning.utils.ray.handle import WorkerHandle
+
+    mine = _group_id()
+    handles = [h.worker if isinstance(h, WorkerHandle) else h for h in run.env_group.workers.values()]
+    actors = [h for h in handles if WorkerHandle(h).is_remote]
+    if mine is None or not actors:
+        return 0
+    return sum(g == mine for g in ray.get([a.__ray_call__.remote(_group_id) for a in actors], timeout=60))
 
 
 def _counter(engine: Any, key: str) -> int:
@@ -141,6 +177,7 @@ def run_trial(
     run = Run(trial_id, cfg, build_run(cfg))
     exploit = None
     try:
+        placed = actors_in_trial_group(run)
         checkpoint = tune.get_checkpoint()
         if checkpoint is not None:
             exploit = _restore(run, checkpoint, trial_id)
@@ -149,6 +186,7 @@ def run_trial(
         while _counter(run.engine, stop_key) < stop_value:
             metrics = run.step()
             row = _report_row(metrics, params)
+            row["actors_in_trial_group"] = placed
             if exploit is not None:
                 row["exploit"] = json.dumps(exploit)
                 exploit = None

@@ -1,0 +1,100 @@
+"""Issue 37: sweeps as Ray Tune trials on the session runtime (ASHA, PBT, a failing trial, seeds)."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlightning.notebook import Lab
+from rlightning.notebook.errors import ResourceError
+from rlightning.notebook.stats import aggregates, curve_band, final_scores
+from tests.support.configs import small_ppo
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+FLAKY = "tests.support.env_flaky:Flaky-v0"  # importing the module registers Flaky-v0
+
+
+@pytest.fixture
+def lab(ray_runtime):
+    lab = Lab.local()
+    yield lab
+    lab.shutdown()
+
+
+def test_asha_stops_bad_trials_early_and_best_config_is_the_best_trial(lab, tmp_path):
+    # Env workers are Ray actors (half a CPU each) placed in their trial's placement group.
+    cfg = small_ppo(tmp_path, False, "env.num_workers=1", "cluster.remote_env=true", "env.num_cpus=0.5")
+    cfg.env.num_envs = 2
+    lrs = [1e-5, 1e-4, 3e-3, 1e-2]
+    exp = lab.sweep(
+        cfg,
+        {"policy.optim.lr": lrs},
+        scheduler="asha",
+        stop={"iterations": 6},
+        scheduler_options={"grace_period": 2, "reduction_factor": 2},
+        name="asha",
+    )
+    exp.wait(timeout=300)
+    df = exp.results_df()
+    assert sorted(df["policy.optim.lr"]) == lrs and set(df["status"]) == {"TERMINATED"}
+    assert (df["iterations"] < 6).any() and (df["iterations"] == 6).any()  # ASHA stopped some early
+    best = df.loc[df["last"].idxmax()]
+    assert exp.best_trial() == best["trial_id"]
+    assert exp.best_config().policy.optim.lr == best["policy.optim.lr"]
+    assert exp.best_config().train.rollout_steps == cfg.train.rollout_steps  # the base config, with its value
+    assert (exp.best_checkpoint() / "policy.pt").is_file()
+    for curve in exp.curves().values():  # every iteration reported; the env worker sat in the trial's group
+        assert list(curve["iteration"]) == list(range(1, len(curve) + 1))
+        assert set(curve["actors_in_trial_group"]) == {1}
+
+
+def test_pbt_exploits_restore_the_donors_weights(lab, tmp_path):
+    cfg = small_ppo(tmp_path, False, "env.num_workers=1")
+    exp = lab.sweep(
+        cfg,
+        {"policy.optim.lr": [1e-6, 3e-3]},
+        scheduler="pbt",
+        stop={"iterations": 4},
+        # synchronous PBT: at iteration 2 the worse of the two trials continues from the better one's checkpoint
+        scheduler_options={"perturbation_interval": 2, "quantile_fraction": 0.5, "synch": True},
+        name="pbt",
+    )
+    exp.wait(timeout=300)
+    exploits = exp.exploits()
+    assert exploits, exp.results_df()
+    ids = set(exp.results_df()["trial_id"])
+    for e in exploits:
+        assert e["trial_id"] in ids and e["donor"] in ids and e["donor"] != e["trial_id"]
+        assert e["loaded_digest"] == e["donor_digest"]  # the weights the exploiting trial goes on from
+        assert e["donor_iteration"] == 2
+
+
+def test_a_trial_that_raises_is_reported_while_the_others_finish(lab, tmp_path):
+    cfg = small_ppo(tmp_path, False, "env.num_workers=1", f"env.name={FLAKY}", "env.max_restarts=0")
+    exp = lab.sweep(cfg, {"env.env_kwargs": [{"fail_every": 0}, {"fail_every": 40}]}, stop={"iterations": 3})
+    df = exp.wait(timeout=300).results_df().set_index("status")
+    assert sorted(df.index) == ["ERROR", "TERMINATED"]
+    assert df.loc["TERMINATED", "iterations"] == 3 and pd.isna(df.loc["TERMINATED", "error"])
+    assert "simulator crashed" in df.loc["ERROR", "error"]
+
+
+def test_seeds_give_final_aggregates_and_a_banded_curve(lab, tmp_path):
+    cfg = small_ppo(tmp_path, False, "env.num_workers=1")
+    exp = lab.seeds(cfg, seeds=3, stop={"iterations": 4}, name="seeds").wait(timeout=300)
+    df = exp.results_df()
+    assert sorted(df["seed"]) == [cfg.seed, cfg.seed + 1, cfg.seed + 2] and set(df["iterations"]) == {4}
+    scores = final_scores(exp)
+    assert list(scores) == ["config"] and np.allclose(np.sort(scores["config"]), np.sort(df["last"]))
+    table = aggregates(scores, reps=500)
+    assert table.loc["config", "mean"] == pytest.approx(df["last"].mean())
+    band = curve_band(exp, points=10, reps=500)
+    assert len(band) == 10 and (band["lo"] <= band["mean"] + 1e-9).all() and (band["mean"] <= band["hi"] + 1e-9).all()
+
+
+def test_a_trial_that_cannot_fit_fails_at_once(lab, tmp_path):
+    cfg = small_ppo(tmp_path, False, "cluster.remote_env=true", "env.num_cpus=100")
+    with pytest.raises(ResourceError, match=r"a trial needs 201 CPUs .* but the cluster has 8"):
+        lab.sweep(cfg, {"policy.optim.lr": [1e-3]})
+    assert not any(Path(tmp_path).glob("sweeps/*"))  # nothing started
