@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import random
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -558,6 +559,9 @@ class BaseEngine:
         self._closed = True
         self.stop()
         for part in (self.env_group, self.policy_group, self.buffer):
+            if _actors_gone_with_ray(part):  # a call now would start a new runtime and not find the actors
+                logger.info("%s: the Ray runtime was shut down first; its actors went with it", type(part).__name__)
+                continue
             closer = getattr(part, "close", None)
             if closer is not None:
                 try:
@@ -578,6 +582,17 @@ class BaseEngine:
             f"{type(self).__name__}(iteration={self.iteration}, env_steps={self.env_steps}, "
             f"envs={len(getattr(self, 'env_ids', []))}, phase={self.phase!r})"
         )
+
+
+def _actors_gone_with_ray(part: Any) -> bool:
+    """True when ``part`` has Ray actors and the Ray runtime they lived in was shut down already."""
+    ray = sys.modules.get("ray")
+    if ray is None or ray.is_initialized():
+        return False
+    if getattr(part, "is_remote", False):
+        return True
+    workers = [*(getattr(part, "train_workers", None) or []), *(getattr(part, "eval_workers", None) or [])]
+    return any(getattr(w, "is_remote", False) for w in workers)
 
 
 def _postfix(metrics: Dict[str, Any]) -> Dict[str, str]:

@@ -193,6 +193,13 @@ class EnvGroup:
         """Close the workers and stop the Ray actors this group started. Safe to call twice."""
         if not self._initialized and all(slot.handle is None for slot in self._slots):
             return
+        ray = sys.modules.get("ray")
+        if self._remote and ray is not None and not ray.is_initialized():
+            # The runtime was shut down first and the actors with it: a call now would start a new one.
+            logger.info("env group: the Ray runtime was shut down before close; its actors went with it")
+            for slot in self._slots:
+                slot.handle, slot.inflight = None, False
+            self._inflight.clear()
         self._drain_inflight()
         self._shutdown_workers()
         self._initialized = False
