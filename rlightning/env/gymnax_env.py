@@ -43,8 +43,8 @@ _INSTALL = 'pip install "rlightning[jax]"'
 def import_gymnax() -> Tuple[Any, Any]:
     """``(jax, gymnax)``, or a `MissingSuiteError` (an ``ImportError``) naming the extra to install."""
     try:
-        import jax
         import gymnax
+        import jax
     except ImportError as err:
         raise MissingSuiteError(f"env.backend='gymnax' needs jax and gymnax ({err}): {_INSTALL}") from None
     return jax, gymnax

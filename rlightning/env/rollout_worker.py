@@ -40,6 +40,7 @@ from rlightning.env.errors import caller_error, is_caller_error
 from rlightning.env.utils.episodes import EpisodeIds, episode_report
 from rlightning.env.utils.multi_agent_writer import active_of, agent_episode_report, multi_agent_writer
 from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
+from rlightning.env.utils.tensor_record_writer import TensorRecordWriter, is_tensor_batch
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.types import EnvMeta, EnvRet, MultiAgentEnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
@@ -412,6 +413,8 @@ class RolloutWorker:
         try:
             if isinstance(env_ret, MultiAgentEnvRet) or isinstance(env_ret.last_reward, dict):
                 writer = multi_agent_writer(self.env_id, self.num_envs, num_steps, env_ret)
+            elif is_tensor_batch(env_ret.observation):  # a device-resident env: the record stays on its device
+                writer = TensorRecordWriter(self.env_id, self.num_envs, num_steps, env_ret)
             else:
                 writer = RecordWriter(
                     self.env_id, self.num_envs, num_steps, env_ret.observation, start_done_flags(env_ret)
@@ -463,6 +466,8 @@ class RolloutWorker:
         try:
             if type(run.writer) is RecordWriter:
                 run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
+            elif type(run.writer) is TensorRecordWriter:
+                run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc, env_ret.info)
             else:  # multi-agent: which agents act next comes with the EnvRet
                 run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc, active_of(env_ret))
         except (KeyError, TypeError, ValueError) as err:
@@ -474,6 +479,8 @@ class RolloutWorker:
                 returns, lengths = episode_report(env_ret, done)
                 run.result.episode_returns.extend(returns)
                 run.result.episode_lengths.extend(lengths)
+        elif type(run.writer) is TensorRecordWriter:
+            pass  # its episodes are read once, in finish_rollout (no host sync per step)
         elif np.any(term) or np.any(trunc):
             returns, lengths = episode_report(env_ret)
             run.result.episode_returns.extend(returns)
@@ -490,6 +497,8 @@ class RolloutWorker:
         t0 = time.perf_counter()
         result = run.result
         result.arrays = run.writer.finish(self._episode_ids, run.steps, last_value=run.last_value)
+        if type(run.writer) is TensorRecordWriter:
+            run.writer.report_episodes(run.steps, result)
         result.num_steps = run.steps
         result.weight_version = run.version
         result.inference_s = run.inference

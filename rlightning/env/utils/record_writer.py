@@ -57,7 +57,13 @@ def _to_torch(buf: Any, sl: slice) -> Any:
 
     if isinstance(buf, dict):
         return {k: _to_torch(v, sl) for k, v in buf.items()}
-    return torch.from_numpy(buf)[:, sl]
+    return (buf if isinstance(buf, torch.Tensor) else torch.from_numpy(buf))[:, sl]  # tensors: a device env's
+
+
+def _tensor(value: Any) -> Any:
+    import torch
+
+    return value if isinstance(value, torch.Tensor) else torch.from_numpy(value)
 
 
 class RecordWriter:
@@ -198,7 +204,6 @@ def arrays_to_record(arrays: Dict[str, Any], env_id: str) -> Any:
     """
     import warnings
 
-    import torch
     from tensordict import TensorDict
 
     if "agents" in arrays:  # a multi-agent rollout (MultiAgentRecordWriter)
@@ -213,12 +218,12 @@ def arrays_to_record(arrays: Dict[str, Any], env_id: str) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # read-only arrays from the object store
         root: Dict[str, Any] = {
-            k: torch.from_numpy(v) for k, v in arrays.items() if k not in ("obs", "next_value") and k not in _NEXT_KEYS
+            k: _tensor(v) for k, v in arrays.items() if k not in ("obs", "next_value") and k not in _NEXT_KEYS
         }
         root["obs"] = _to_torch(obs, slice(0, t))
-        root["next"] = {k: torch.from_numpy(arrays[k]) for k in _NEXT_KEYS}
+        root["next"] = {k: _tensor(arrays[k]) for k in _NEXT_KEYS}
         if "next_value" in arrays:
-            root["next"]["value"] = torch.from_numpy(arrays["next_value"])
+            root["next"]["value"] = _tensor(arrays["next_value"])
         root["next"]["obs"] = _to_torch(obs, slice(1, t + 1))
     td = TensorDict(root, batch_size=[n, t])
     td.set_non_tensor("env_id", env_id)
