@@ -22,15 +22,14 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 import numpy as np
 import torch
 
-from rlightning.engine.checkpoint import (
-    FORMAT_VERSION,
-    load_buffer_data,
-    load_engine_files,
-    save_buffer_data,
-    save_engine_files,
-)
-from rlightning.engine.checkpoint_store import atomic_folder, newest_checkpoint, prune_checkpoints
 from rlightning.engine.collect import Collector
+from rlightning.engine.engine_checkpoints import (
+    checkpoint_state,
+    newest_complete,
+    periodic_checkpoint,
+    restore_checkpoint,
+    write_checkpoint,
+)
 from rlightning.engine.evaluation import Evaluator
 from rlightning.engine.metrics import MetricsLog
 from rlightning.engine.timing import Timing
@@ -462,42 +461,19 @@ class BaseEngine:
         finally:
             self.phase = "idle"
 
-    # ------------------------------------------------------------------ checkpoints
+    # ------------------------------------------------------------------ checkpoints (engine_checkpoints)
     def state(self) -> Dict[str, Any]:
         """The counters, metric history and env statistics a checkpoint holds."""
-        last = self.metrics.history[-1] if self.metrics.history else {}
-        evaluated = last.get("eval_return_mean") if last.get("iteration") == self.iteration else None
-        snapshot = getattr(self.env_group, "stats_state_with_rng", None)
-        return {
-            "engine": self.name,
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "episodes": self.episodes,
-            "weight_version": int(self.policy_group.weight_version),
-            "eval_return": evaluated,
-            "env_stats": snapshot() if snapshot is not None else None,
-            "metrics": self.metrics.history[-10_000:],
-        }
+        return checkpoint_state(self)
 
     def _periodic_checkpoint(self) -> None:
         """``train.checkpoint_interval``: save, prune to ``train.keep_checkpoints``, reset the envs if asked."""
-        train = self.config.train
-        self.save(self.run_dir / "checkpoints" / f"iter_{self.iteration:06d}")
-        prune_checkpoints(self.run_dir, train.keep_checkpoints, FORMAT_VERSION, keep_best=bool(train.eval_interval))
-        if train.checkpoint_resets_envs:  # the resumed run starts here from a seeded reset: so does this one
-            self.buffer.truncate_episodes(self.env_ids)
-            self.collector.forget()
+        periodic_checkpoint(self)
 
     def save(self, path: Optional[str] = None, include_buffer: bool = False) -> Path:
         """Write a checkpoint folder (data only, atomically: complete or absent) and return its path."""
         target = Path(path) if path is not None else self.run_dir / "checkpoints" / f"iter_{self.iteration:06d}"
-        with atomic_folder(target) as tmp:
-            self.policy_group.save_checkpoint(str(tmp / "policy.pt"))
-            if include_buffer:
-                save_buffer_data(tmp, self.buffer.get_data())
-            if hasattr(self.buffer, "rng_states"):  # the samplers' generators: a resumed run draws the same batches
-                torch.save(self.buffer.rng_states(), tmp / "buffer_rng.pt")
-            save_engine_files(tmp, self.state(), self.config)
+        write_checkpoint(self, target, include_buffer)
         self.last_checkpoint = target
         logger.info("checkpoint saved to %s", target)
         return target
@@ -505,28 +481,7 @@ class BaseEngine:
     def load(self, path: str) -> None:
         """Restore counters, metric history, env statistics, RNG, policy (weights, optimizers, schedules) and
         buffer (when saved) from a checkpoint folder."""
-        state, config = load_engine_files(Path(path))
-        if state["engine"] != self.name:
-            raise ValueError(f"checkpoint was written by engine {state['engine']!r}, this is {self.name!r}")
-        version = self.policy_group.load_checkpoint(str(Path(path) / "policy.pt"))
-        if self.env_weight_sync is not None:  # the env workers' copies (the eval workers got it from the load)
-            self.env_weight_sync.push(version)
-        data = load_buffer_data(Path(path))
-        if data is not None:
-            self.buffer.clear()
-            self.buffer.extend(data)
-        rng_file = Path(path) / "buffer_rng.pt"
-        if rng_file.is_file() and hasattr(self.buffer, "set_rng_states"):
-            self.buffer.set_rng_states(torch.load(rng_file, weights_only=True))
-        self.iteration = state["iteration"]
-        self.env_steps = state["env_steps"]
-        self.episodes = state["episodes"]
-        restore = getattr(self.env_group, "restore_stats", None)
-        if isinstance(state.get("env_stats"), dict) and restore is not None:
-            restore(state["env_stats"])
-        for row in state.get("metrics", []):
-            if isinstance(row, dict):
-                self.metrics.history.append(row)
+        restore_checkpoint(self, Path(path))
         self.last_checkpoint = Path(path)
         self.collector.forget()
 
@@ -537,15 +492,10 @@ class BaseEngine:
         Raises:
             FileNotFoundError: ``run_dir`` holds no complete checkpoint.
         """
-        info = newest_checkpoint(run_dir, FORMAT_VERSION)
-        if info is None:
-            raise FileNotFoundError(
-                f"resume: {str(run_dir)!r} holds no complete checkpoint (iter_* folders under checkpoints/); "
-                "give the run folder of a run that saved one (train.checkpoint_interval)"
-            )
-        self.load(str(info.path))
-        logger.info("resumed from %s (iteration %d)", info.path, self.iteration)
-        return info.path
+        path = newest_complete(run_dir)
+        self.load(str(path))
+        logger.info("resumed from %s (iteration %d)", path, self.iteration)
+        return path
 
     # ------------------------------------------------------------------ lifecycle
     def _check_open(self) -> None:
