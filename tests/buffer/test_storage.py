@@ -120,12 +120,8 @@ def test_many_envs_long_run_record_stays_bounded():
     st = make_storage(env, capacity=100_000)
     rollout(st, env, 300)
     check_transitions(st.get_data(), env.lengths)
-    # the open steps only, compacted, not one column per step: staged per step, or in the open-episode tail
-    assert st.writer.staged[env.env_id].cap <= 4 * (max(lengths) + 1)
-    pending = st.stats()["in_progress"]
-    st.writer.sync()  # handed to the open episodes: the same steps, as bounded
+    # the open steps only, compacted in the open-episode tail, not one column per step of the run
     assert sum(c.t for c in st.writer.open[env.env_id].chunks) <= 4 * (max(lengths) + 1)
-    assert st.stats()["in_progress"] == pending
 
 
 def test_auto_truncate_off_keeps_flags_but_not_boundaries():

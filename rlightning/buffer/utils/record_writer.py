@@ -13,10 +13,8 @@ stores them:
   writes larger than the capacity): the episodes are gathered into one
   contiguous batch, post-processed and written (one more copy).
 
-Per-step adds (the seed edge) are staged per env in numpy (`StepStaging`):
-a step that closes episodes writes them from the staging (or hands the
-staged steps over as one chunk); methods that need the open episodes here
-(truncation, a record of the same env) hand the staged steps over first.
+Per-step adds (the seed edge) are one-column chunks (`step_chunk`) through the
+same open episodes.
 
 Invalid steps are never stored; a standard-mode storage that has no room
 raises `StorageFullError` before anything changes.
@@ -32,7 +30,7 @@ import numpy as np
 import torch
 
 from rlightning.buffer.utils.open_episodes import Chunk, OpenEpisodes, WritePlan
-from rlightning.buffer.utils.step_staging import StepStaging
+from rlightning.buffer.utils.step_chunk import step_chunk
 from rlightning.buffer.utils.tensor_store import EpisodeStore, TransitionStore
 from rlightning.buffer.utils.timing import OpTimer
 from rlightning.buffer.utils.utils import default_postprocess_fn, run_postprocess
@@ -80,8 +78,6 @@ class RecordWriter:
         self.on_write = on_write
         self.timer = timer
         self.open: Dict[str, OpenEpisodes] = {}
-        #: Per-step adds not yet handed to `open` (see `stage_step`).
-        self.staged: Dict[str, StepStaging] = {}
         self.lifetime_transitions = 0
         self.ep_starts: deque = deque()
         self.rate: deque = deque(maxlen=64)
@@ -128,10 +124,9 @@ class RecordWriter:
         what: str,
     ) -> None:
         """Hold a chunk and store the episodes it closes (nothing changes when it raises)."""
-        self.sync([env_id])
         self._write_chunk(env_id, chunk, bad, raw_reward, raw_done, valid, what)
 
-    def stage_step(
+    def write_step(
         self,
         env_id: str,
         n: int,
@@ -142,43 +137,10 @@ class RecordWriter:
         close_on_done: bool,
         what: str,
     ) -> None:
-        """Stage the ``[N]`` record of one seed-edge step (``step`` paired with ``next_step``).
-
-        The staged steps are written out with this one when it closes an episode, drops a row or
-        fills the staging (nothing changes when that raises).
-        """
-        stg = self.staged.get(env_id)
-        if stg is None or stg.n != n or stg.close_on_done != close_on_done:
-            self.sync([env_id])
-            stg = self.staged[env_id] = StepStaging(env_id, n, close_on_done)
-        if stg.put(step, next_step, raw_reward, drop):
-            self._flush(env_id, stg, stg.t + 1, what)
-        else:
-            stg.advance()
-
-    def _flush(self, env_id: str, stg: StepStaging, t: int, what: str) -> None:
-        plan = stg.plan_closed(t, self.open.get(env_id))
-        if plan is None:
-            self._hand_over(env_id, stg, t, what)
-            return
-        self._apply(env_id, self.open_episodes(env_id, stg.n), plan, what)
-        if not stg.closed(t):
-            self._hand_over(env_id, stg, stg.t, what)  # open steps only: nothing is written, nothing can fail
-
-    def sync(self, env_ids: Optional[List[str]] = None) -> None:
-        """Hand the staged per-step adds of these envs (None: all) to their open episodes."""
-        for env_id in self.staged if env_ids is None else env_ids:
-            stg = self.staged.get(env_id)
-            if stg is not None and stg.t:
-                self._hand_over(env_id, stg, stg.t, f"env {env_id!r} step")
-
-    def _hand_over(self, env_id: str, stg: StepStaging, t: int, what: str) -> None:
-        state = self.open.get(env_id)
-        if state is not None and stg.open_start.any():  # the staging held the open steps: the state holds none
-            state.open_start = torch.full((state.n,), state.t, dtype=torch.int64)
-        chunk, bad, raw_reward, raw_done, valid = stg.chunk(t)
-        self._write_chunk(env_id, chunk, bad, raw_reward, raw_done, valid, what)
-        stg.written(t)
+        """Write the ``[N]`` record of one seed-edge step (``step`` paired with ``next_step``) as a one-column
+        chunk (nothing changes when it raises)."""
+        chunk, bad, reward, raw_done, valid = step_chunk(n, step, next_step, raw_reward, drop, close_on_done)
+        self._write_chunk(env_id, chunk, bad, reward, raw_done, valid, what)
 
     def _write_chunk(
         self,
@@ -205,12 +167,10 @@ class RecordWriter:
 
     def truncating(self, env_ids: List[str]) -> List[WritePlan]:
         """Plans closing every open episode of these envs (for the capacity check)."""
-        self.sync(env_ids)
         return [self.open[e].plan_truncate() for e in env_ids if e in self.open]
 
     def truncate(self, env_ids: List[str], what: str = "truncate_episodes") -> None:
         """Close every open episode of these envs by hand and store them (the last step of each is truncated)."""
-        self.sync(env_ids)
         ids = [e for e in dict.fromkeys(env_ids) if e in self.open]
         plans = [self.open[e].plan_truncate() for e in ids]
         self.check_room(sum(p.n for p in plans), sum(p.num_episodes for p in plans), what)
@@ -219,12 +179,8 @@ class RecordWriter:
             self.open[env_id].commit(plan)
 
     def pending_transitions(self) -> int:
-        """Steps of every open episode (staged ones included)."""
-        staged = 0
-        for env_id, stg in self.staged.items():
-            state = self.open.get(env_id)
-            staged += stg.pending_steps(state.dropping if state is not None else None)
-        return staged + sum(s.pending_transitions for s in self.open.values())
+        """Steps of every open episode."""
+        return sum(s.pending_transitions for s in self.open.values())
 
     # ------------------------------------------------------------------ writing
 
@@ -368,9 +324,8 @@ class RecordWriter:
         self.ep_starts.clear()
 
     def forget_open(self) -> None:
-        """Forget every open episode (staged steps included)."""
+        """Forget every open episode."""
         self.open.clear()
-        self.staged.clear()
 
     def add_recent(self, env_id: str, returns: List[float], lengths: List[int]) -> None:
         """Record finished episodes for the stats."""

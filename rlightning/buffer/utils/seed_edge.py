@@ -5,10 +5,9 @@ pipeline (``preprocess_fn`` and the preprocessors, once per observation) and
 the step checks, then pairs the step with the env's previous one: the pair
 (step ``t - 1``, step ``t``) is the ``[N]`` record of step ``t - 1`` (the
 record `rlightning.types.record.record_leaves` builds), with ``next.value``
-from the response to ``t`` (the bootstrap of an episode that ends there). It
-is staged in numpy by the writer (`StepStaging`: a few slice assignments per
-step) and handed over as one ``[N, T]`` chunk when an episode closes. The
-newest step waits for the env's next EnvRet.
+from the response to ``t`` (the bootstrap of an episode that ends there). The
+writer stores it as a one-column chunk of the env's open episodes
+(`RecordWriter.write_step`). The newest step waits for the env's next EnvRet.
 """
 
 from __future__ import annotations
@@ -117,7 +116,6 @@ class SeedEdge:
             if prev is not None:
                 self._write(env_id, prev, step, env_ret, drop)
             elif drop is not None:
-                self.writer.sync([env_id])
                 state = self.writer.open_episodes(env_id, num_envs)
                 state.dropping = state.dropping | torch.from_numpy(drop)
                 self.writer.open[env_id] = state
@@ -138,7 +136,7 @@ class SeedEdge:
     ) -> None:
         raw_reward = to_numpy(env_ret.last_reward).reshape(-1)  # one per row, or one for all
         what = f"env {env_id!r} step"
-        self.writer.stage_step(env_id, prev.num_envs, prev.step, step, raw_reward, drop, self.close_on_done, what)
+        self.writer.write_step(env_id, prev.num_envs, prev.step, step, raw_reward, drop, self.close_on_done, what)
 
     def add_data_async(self, item: Any) -> None:
         """An EnvRet or a PolicyResponse arriving on its own; pairs are added once both halves are here."""

@@ -195,10 +195,6 @@ class Storage:
         """Stored slots: transitions, or episodes with ``unit="episode"``."""
         return self.store.size
 
-    def flush(self) -> None:
-        """Hand the staged per-step adds to the open episodes (closed episodes are written when an add returns)."""
-        self.writer.sync()
-
     # ------------------------------------------------------------------ records
 
     def add_rollout(self, td: TensorDict) -> int:
