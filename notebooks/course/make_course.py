@@ -59,7 +59,7 @@ def build(src: Path) -> nbformat.NotebookNode:
         cell["id"] = f"c{cell['id']}"  # distinct from the tutorials' ids
         if is_solution:
             cell.metadata["jupyter"] = {"source_hidden": True}
-            cell.metadata["tags"] = ["solution"]
+            cell.metadata["tags"] = ["solution", "hide-input"]  # myst-nb (the site) collapses it too
     return nb
 
 
