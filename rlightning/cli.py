@@ -1,4 +1,4 @@
-"""The ``rlightning`` command line: train, eval, export, presets, config, selfcheck.
+"""The ``rlightning`` command line: train, eval, export, sweep, presets, config, selfcheck.
 
 Exit codes: 0 on success; 2 for bad input, with one line ``rlightning: error: ...``
 on stderr and no traceback; 130 when interrupted. Bad input is an unknown
@@ -223,6 +223,46 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import yaml
+
+    from rlightning.notebook.sweep import start_sweep
+    from rlightning.notebook.sweep_space import space_from_dict
+    from rlightning.utils.ray.runtime import acquire_ray, release_ray
+
+    cfg = _load(args.target, args.overrides)
+    cfg.log.progress = False
+    with open(args.space, encoding="utf-8") as f:
+        space = space_from_dict(yaml.safe_load(f), source=f"space file {args.space!r}")
+    stop = {"env_steps": args.env_steps} if args.env_steps else {"iterations": args.iterations or cfg.train.iterations}
+    c = cfg.cluster
+    kwargs = {k: v for k, v in {"num_cpus": c.num_cpus, "num_gpus": c.num_gpus}.items() if v is not None}
+    acquire_ray(c.address, namespace=c.namespace, log_to_driver=False, **({} if c.address else kwargs))
+    try:
+        exp = start_sweep(
+            cfg,
+            space,
+            seeds=args.seeds,
+            num_samples=args.samples,
+            search=args.search,
+            scheduler=args.scheduler,
+            metric=args.metric,
+            mode=args.mode,
+            stop=stop,
+            max_concurrent=args.max_concurrent,
+            name=args.name,
+            resume=args.resume,
+        )
+        exp.wait()
+        df = exp.results_df()
+        print(df.drop(columns=["error"] if df["error"].isna().all() else []).to_string(index=False))
+        print(f"\nbest trial {exp.best_trial()} ({args.metric}, {args.mode}); its config:\n")
+        print(yaml.safe_dump(exp.best_config().model_dump(mode="json"), sort_keys=False), end="")
+    finally:
+        release_ray()
+    return 0
+
+
 def cmd_selfcheck(args: argparse.Namespace) -> int:
     from rlightning.selfcheck import run_selfcheck
 
@@ -270,6 +310,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="file to write (default: <checkpoint folder name>.onnx / .pt here)")
     p.add_argument("--action-mask", action="store_true", help="give the model an action_mask input (discrete)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("sweep", help="run a preset or config over a search space as Ray Tune trials")
+    p.add_argument("target", help="preset name or path to a YAML config")
+    p.add_argument("overrides", nargs="*", help="dotted overrides of the base config")
+    p.add_argument("--space", required=True, help="YAML: dotted config path -> list or {loguniform: [lo, hi]}, ...")
+    p.add_argument("--samples", type=int, default=1, help="samples of the space (default 1; grids run whole)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per setting (default 1)")
+    p.add_argument("--search", default="random", help="random (default), grid or optuna")
+    p.add_argument("--scheduler", default=None, help="asha or pbt (default: none, every trial runs to the end)")
+    p.add_argument("--metric", default="episode_return_mean", help="metric trials are compared on")
+    p.add_argument("--mode", default="max", help="max (default) or min")
+    p.add_argument("--iterations", type=int, help="iterations per trial (default train.iterations)")
+    p.add_argument("--env-steps", type=int, help="env steps per trial (instead of iterations)")
+    p.add_argument("--max-concurrent", type=int, help="trials at once (default: as many as fit)")
+    p.add_argument("--name", help="the sweep's folder name under <log.run_dir>/sweeps")
+    p.add_argument("--resume", action="store_true", help="continue the sweep NAME without re-running finished trials")
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("presets", help="list the packaged presets")
     p.set_defaults(func=cmd_presets)

@@ -96,8 +96,11 @@ def start_sweep(
     allow_empty: bool = False,
 ) -> Experiment:
     """Check the sweep, then start it in the background; see `Lab.sweep` for the arguments."""
+    import os
+
     from ray import tune
 
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tables in the cell or terminal
     spec = check_sweep(cfg, space, seeds, num_samples, search, scheduler, metric, mode, stop, allow_empty)
     check_metric(spec)
     _fit_check(spec)

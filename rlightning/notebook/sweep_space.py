@@ -239,6 +239,41 @@ def check_sweep(
     )
 
 
+#: Tune domains a space file may name: ``{loguniform: [1e-4, 1e-2]}``, ``{choice: [a, b]}``, ...
+FILE_DOMAINS = ("uniform", "loguniform", "randint", "choice", "grid")
+
+
+def space_from_dict(data: Any, source: str = "space") -> Dict[str, Any]:
+    """A space from plain data (a YAML file): each dotted key maps to a list (a grid) or one
+    ``{domain: arguments}`` of `FILE_DOMAINS` (``{loguniform: [1e-4, 1e-2]}``, ``{choice: [64, 128]}``).
+
+    Raises:
+        ValueError: not a mapping, or an entry that is no list and no known domain (the valid ones named).
+    """
+    tune = _tune()
+    if not isinstance(data, dict):
+        raise ValueError(f"{source} must map dotted config paths to lists or domains, got {type(data).__name__}")
+    out: Dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, list):
+            out[key] = value
+            continue
+        if not (isinstance(value, dict) and len(value) == 1 and next(iter(value)) in FILE_DOMAINS):
+            raise ValueError(
+                f"{source}[{key!r}] = {value!r}: give a list (a grid) or one of "
+                f"{', '.join('{' + d + ': [...]}' for d in FILE_DOMAINS)}"
+            )
+        ((kind, args),) = value.items()
+        if not isinstance(args, list) or (kind in ("uniform", "loguniform", "randint") and len(args) != 2):
+            raise ValueError(f"{source}[{key!r}]: {kind} takes a list [low, high], got {args!r}")
+        out[key] = (
+            tune.grid_search(args)
+            if kind == "grid"
+            else (getattr(tune, kind)(args) if kind == "choice" else getattr(tune, kind)(*args))
+        )
+    return out
+
+
 def check_metric(spec: SweepSpec, reported: Optional[Sequence[str]] = None) -> None:
     """Refuse a metric the run never reports; ``reported`` defaults to a one-iteration probe in this process.
 

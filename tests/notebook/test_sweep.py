@@ -116,3 +116,15 @@ def test_probability_of_improvement_counts_pairs_ties_half():
     pairs = [(a > b) + 0.5 * (a == b) for a in x for b in y]
     poi = probability_of_improvement(x, y, reps=500)
     assert poi["p"] == pytest.approx(np.mean(pairs)) and poi["lo"] <= poi["p"] <= poi["hi"]
+
+
+def test_a_space_file_names_tune_domains():
+    from rlightning.notebook.sweep_space import space_from_dict
+
+    space = space_from_dict({"policy.optim.lr": {"loguniform": [1e-4, 1e-2]}, "policy.ent_coef": [0.0, 0.01]})
+    assert type(space["policy.optim.lr"]).__name__ == "Float" and space["policy.optim.lr"].lower == 1e-4
+    assert space["policy.ent_coef"] == [0.0, 0.01]
+    with pytest.raises(ValueError, match=r"space\['policy.gamma'\] = \{'normal': \[0, 1\]\}: give a list .*loguniform"):
+        space_from_dict({"policy.gamma": {"normal": [0, 1]}})
+    with pytest.raises(ValueError, match=r"uniform takes a list \[low, high\], got \[1\]"):
+        space_from_dict({"policy.gamma": {"uniform": [1]}})

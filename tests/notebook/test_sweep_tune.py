@@ -98,3 +98,20 @@ def test_a_trial_that_cannot_fit_fails_at_once(lab, tmp_path):
     with pytest.raises(ResourceError, match=r"a trial needs 201 CPUs .* but the cluster has 8"):
         lab.sweep(cfg, {"policy.optim.lr": [1e-3]})
     assert not any(Path(tmp_path).glob("sweeps/*"))  # nothing started
+
+
+def test_cli_sweep_prints_the_table_and_the_best_config(ray_runtime, tmp_path, capsys):
+    import yaml
+
+    from rlightning.cli import main
+
+    space = tmp_path / "space.yaml"
+    space.write_text("policy.optim.lr: [0.001, 0.003]\n")
+    argv = ["sweep", "cartpole_ppo", "env.num_workers=1", "env.num_envs=2", "train.rollout_steps=16"]
+    argv += ["cluster.remote_env=false", f"log.run_dir={tmp_path}", "--space", str(space), "--iterations", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    table, _, best = out.partition("its config:\n")
+    assert "policy.optim.lr" in table and table.count("TERMINATED") == 2
+    cfg = yaml.safe_load(best)
+    assert cfg["policy"]["optim"]["lr"] in (0.001, 0.003) and cfg["env"]["num_envs"] == 2
