@@ -148,9 +148,13 @@ class Experiment:
             raise RuntimeError(f"sweep {self.name!r} failed: {self._error}") from self._error
         return self
 
+    def request_stop(self) -> None:
+        """Ask every trial to stop after its current iteration; returns at once (`stop` also waits)."""
+        self._stopper.all = True
+
     def stop(self, timeout: Optional[float] = 120.0) -> Experiment:
         """Stop every trial after its current iteration and wait for the sweep to end."""
-        self._stopper.all = True
+        self.request_stop()
         return self.wait(timeout)
 
     def stop_trial(self, trial_id: str) -> None:

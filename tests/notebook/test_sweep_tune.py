@@ -78,6 +78,12 @@ def test_a_trial_that_raises_is_reported_while_the_others_finish(lab, tmp_path):
     assert sorted(df.index) == ["ERROR", "TERMINATED"]
     assert df.loc["TERMINATED", "iterations"] == 3 and pd.isna(df.loc["TERMINATED", "error"])
     assert "simulator crashed" in df.loc["ERROR", "error"]
+    from rlightning.widgets.experiment import ExperimentView
+
+    view = ExperimentView(exp, live=False)  # the sweep widget, headless: table, curves, buttons
+    assert [r["status"] for r in view.state["trials"]].count("ERROR") == 1 and view.state["running"] is False
+    assert "simulator crashed" in view.table.value and "env.env_kwargs" in view.table.value
+    assert view.curves.value and view.stop_button.disabled and view.stop_trial_button.disabled
 
 
 def test_seeds_give_final_aggregates_and_a_banded_curve(lab, tmp_path):

@@ -1,0 +1,169 @@
+"""`ExperimentView` (``exp.show()``): a sweep's trials table, curves, hyperparameter view and stop buttons.
+
+The view reads `Experiment` snapshots (``results_df``, ``trials``) and redraws every ``interval``
+seconds while the sweep runs; the trials go on in the sweep's own thread, so the kernel stays free.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional
+
+from rlightning.widgets._base import esc, html_table, ipywidgets_or_none
+from rlightning.widgets.charts import _new_figure, _png, draw_compare
+
+
+def experiment_state(exp: Any) -> Dict[str, Any]:
+    """The table's rows (one per trial, as ``exp.results_df()``) and the sweep's status."""
+    df = exp.results_df()
+    rows = df.where(df.notna(), None).to_dict("records")
+    return {
+        "name": exp.name,
+        "running": exp.is_running,
+        "metric": exp.spec.metric,
+        "varied": list(exp.spec.varied),
+        "trials": rows,
+    }
+
+
+def draw_params(rows: List[Dict[str, Any]], varied: List[str], metric: str, width_px: int = 900) -> Optional[bytes]:
+    """PNG: each varied hyperparameter against the trials' last ``metric`` (one panel each), or None."""
+    numeric = [k for k in varied if any(isinstance(r.get(k), (int, float)) and r.get("last") is not None for r in rows)]
+    if not numeric:
+        return None
+    fig, axes = _new_figure(len(numeric), width_px, 240)
+    for ax, key in zip(axes, numeric):
+        pts = [(r[key], r["last"]) for r in rows if isinstance(r.get(key), (int, float)) and r.get("last") is not None]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18)
+        if key.endswith("lr") and all(p[0] > 0 for p in pts):
+            ax.set_xscale("log")
+        ax.set_xlabel(key, fontsize=8)
+        ax.set_ylabel(f"last {metric}", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+class ExperimentView:
+    """Trials table, curves per trial, hyperparameter view, Stop-trial and Stop-sweep buttons.
+
+    Args:
+        exp: The `Experiment`.
+        interval: Seconds between redraws while the sweep runs.
+        live: Redraw in a background thread while the sweep runs.
+    """
+
+    def __init__(self, exp: Any, interval: float = 2.0, live: bool = True) -> None:
+        self.exp = exp
+        self.interval = interval
+        self.state: Dict[str, Any] = {}
+        self.curves_png: Optional[bytes] = None
+        self.params_png: Optional[bytes] = None
+        self._w = ipywidgets_or_none()
+        self.widget = None
+        if self._w is not None:
+            w = self._w
+            self.status = w.HTML()
+            self.table = w.HTML()
+            self.curves = w.Image(format="png", layout=w.Layout(max_width="900px"))
+            self.params = w.Image(format="png", layout=w.Layout(max_width="900px"))
+            self.trial_picker = w.Dropdown(description="trial", options=[])
+            self.stop_trial_button = w.Button(description="Stop trial", button_style="warning")
+            self.stop_button = w.Button(description="Stop sweep", button_style="danger")
+            self.stop_trial_button.on_click(lambda _: self.stop_trial(self.trial_picker.value))
+            self.stop_button.on_click(lambda _: self.stop_sweep())
+            buttons = w.HBox([self.trial_picker, self.stop_trial_button, self.stop_button])
+            self.widget = w.VBox(
+                [self.status, buttons, self.table, self.curves, self.params], _dom_classes=["rlightning-experiment"]
+            )
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.refresh()
+        if live:
+            self._thread = threading.Thread(target=self._loop, name="rlightning-experiment-view", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            running = self.exp.is_running
+            try:
+                self.refresh()
+            except Exception:  # noqa: BLE001 - a view never breaks a sweep
+                pass
+            if not running:
+                return
+
+    def refresh(self) -> Dict[str, Any]:
+        """Redraw from the experiment's snapshot; returns the state."""
+        self.state = experiment_state(self.exp)
+        rows = self.state["trials"]
+        runs = [(t, list(c.to_dict("records"))) for t, c in self.exp.curves().items() if len(c)]
+        self.curves_png = draw_compare(runs, keys=((self.state["metric"], "env_steps"),)) if runs else None
+        self.params_png = draw_params(rows, self.state["varied"], self.state["metric"])
+        if self.widget is not None:
+            self.status.value = self._status_html()
+            self.table.value = self._table_html()
+            if self.curves_png is not None:
+                self.curves.value = self.curves_png
+            if self.params_png is not None:
+                self.params.value = self.params_png
+            running = [r["trial_id"] for r in rows if r["status"] in ("RUNNING", "PENDING")]
+            if list(self.trial_picker.options) != running:
+                self.trial_picker.options = running
+            self.stop_button.disabled = not self.state["running"]
+            self.stop_trial_button.disabled = not running
+        return self.state
+
+    def stop_trial(self, trial_id: Optional[str]) -> None:
+        """Stop one trial after its current iteration (the Stop-trial button)."""
+        if trial_id:
+            self.exp.stop_trial(trial_id)
+
+    def stop_sweep(self) -> None:
+        """Stop every trial after its current iteration (the Stop-sweep button); returns at once."""
+        self.exp.request_stop()
+
+    def _status_html(self) -> str:
+        s = self.state
+        counts: Dict[str, int] = {}
+        for r in s["trials"]:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        summary = ", ".join(f"{n} {k.lower()}" for k, n in counts.items()) or "no trials yet"
+        return f"<b>sweep {esc(s['name'])}</b>: {'running' if s['running'] else 'finished'}; {esc(summary)}"
+
+    def _table_html(self) -> str:
+        from rlightning.widgets.panel import num
+
+        varied = self.state["varied"]
+        headers = ["trial", "status", *varied, "iterations", "env steps", "last", "best", "error"]
+        rows = [
+            [r["trial_id"], r["status"], *[r.get(k) for k in varied], r["iterations"], num(r["env_steps"]),
+             num(r["last"]), num(r["best"]), r["error"] or ""]
+            for r in self.state["trials"]
+        ]  # fmt: skip
+        return html_table(headers, rows)
+
+    def close(self) -> None:
+        """Stop redrawing."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def display(self) -> None:
+        """Show the view in the notebook."""
+        from IPython.display import HTML, display
+
+        if self.widget is not None:
+            display(self.widget)
+        else:
+            display(HTML(self._repr_html_()))
+
+    def _repr_html_(self) -> str:
+        import base64
+
+        imgs = "".join(
+            f"<img src='data:image/png;base64,{base64.b64encode(p).decode()}'/>"
+            for p in (self.curves_png, self.params_png)
+            if p
+        )
+        return f"<div class='rlightning-experiment'>{self._status_html()}{self._table_html()}{imgs}</div>"
