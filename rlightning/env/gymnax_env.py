@@ -95,6 +95,9 @@ def gymnax_space(space: Any) -> gym.Space:
     raise TypeError(f"gymnax space {kind} has no translation here; the gymnax backend supports Box and Discrete")
 
 
+_COMPILED: Dict[Tuple[Any, ...], Tuple[Callable, Callable]] = {}
+
+
 def _vector_functions(env: Any, params: Any, limit: int) -> Tuple[Callable, Callable]:
     """The jitted ``reset(keys)`` and ``step(carry, action)`` of ``num_envs`` copies (vmapped over the rows).
 
@@ -170,7 +173,10 @@ class GymnaxEnv(BaseEnv):
         self.max_episode_steps = int(limit)
         self.single_observation_space = gymnax_space(self.gymnax_env.observation_space(self.params))
         self.single_action_space = gymnax_space(self.gymnax_env.action_space(self.params))
-        self._reset_fn, self._step_fn = _vector_functions(self.gymnax_env, self.params, self.max_episode_steps)
+        key = (config.name, repr(sorted(dict(config.env_kwargs).items())), self.max_episode_steps)
+        if key not in _COMPILED:  # one jitted pair per env, params and limit in a process: compiled once per shape
+            _COMPILED[key] = _vector_functions(self.gymnax_env, self.params, self.max_episode_steps)
+        self._reset_fn, self._step_fn = _COMPILED[key]
         self.device = torch.device(self._jax.devices()[0].platform.replace("gpu", "cuda"))
         self._discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
         self._carry: Optional[Tuple[Any, ...]] = None
