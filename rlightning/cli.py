@@ -136,7 +136,9 @@ def _train(args: argparse.Namespace) -> int:
     engine = None
     try:
         engine = build_run(cfg).engine
-        if args.resume:
+        if args.resume and args.target and not _has_checkpoint(args.resume):
+            print(f"no complete checkpoint in {args.resume} yet: starting {args.target} there")
+        elif args.resume:
             print(f"resuming from {engine.resume(args.resume)} (iteration {engine.iteration})")
         if not started:
             place = "in this process"
@@ -160,6 +162,13 @@ def _train(args: argparse.Namespace) -> int:
 
             release_ray()
     return 0
+
+
+def _has_checkpoint(run_dir: str) -> bool:
+    from rlightning.engine.checkpoint import FORMAT_VERSION
+    from rlightning.engine.checkpoint_store import newest_checkpoint
+
+    return newest_checkpoint(run_dir, FORMAT_VERSION) is not None
 
 
 def _resume_config(args: argparse.Namespace) -> MainConfig:
@@ -287,7 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
-        help="continue the run in RUN_DIR from its newest complete checkpoint (its config unless TARGET is given)",
+        help="continue the run in RUN_DIR from its newest complete checkpoint (its config unless TARGET is given; "
+        "with TARGET and no checkpoint yet, start TARGET there)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     p.add_argument("--json", action="store_true", help="also print the last metrics as JSON")

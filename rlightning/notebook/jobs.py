@@ -12,6 +12,9 @@ of ``./scripts/train``) on the cluster, with the config as the notebook had it, 
 (``cluster.address="auto"``). It prints one ``rlightning-metrics {...}`` line per iteration, which
 `TrainingJob.metrics` reads back through the Jobs API: the notebook needs no access to the head's files.
 The job keeps running when the notebook's kernel ends; `Lab.job` finds it again by its id.
+With ``max_retries=N`` a driver that dies (killed, or a lost train worker) is started again up to ``N``
+times, each from the run's newest complete checkpoint (``train --resume``): the run loses at most
+``train.checkpoint_interval`` iterations per retry (set one: without checkpoints a retry starts afresh).
 
 Ray's Jobs API is served by the dashboard: the cluster's head must run it (``ray start --head
 --include-dashboard=true``, or ``Lab.local(include_dashboard=True)``) and both sides need Ray's dashboard
@@ -21,6 +24,7 @@ packages (``pip install "rlightning[dashboard]"``, ``ray[default]``).
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 import time
 import uuid
@@ -31,7 +35,7 @@ from rlightning.notebook.errors import JobsUnavailableError
 from rlightning.utils.config import MainConfig, to_yaml
 from rlightning.utils.logger import get_cell_logger, get_logger
 
-__all__ = ["METRICS_PREFIX", "TrainingJob", "TrainingJobError", "jobs_client", "submit_training"]
+__all__ = ["METRICS_PREFIX", "TrainingJob", "TrainingJobError", "job_entrypoint", "jobs_client", "submit_training"]
 
 logger = get_logger(__name__)
 cell = get_cell_logger(__name__)  # what the user sees in the running cell
@@ -109,6 +113,7 @@ def submit_training(
     python: str = "python",
     runtime_env: Optional[Dict[str, Any]] = None,
     entrypoint_num_cpus: Optional[float] = None,
+    max_retries: int = 0,
 ) -> TrainingJob:
     """Submit ``cfg`` as a training job through ``client``; returns its `TrainingJob` at once.
 
@@ -120,7 +125,11 @@ def submit_training(
         runtime_env: More of Ray's runtime env for the job (``env_vars``, ``pip``, ...); its
             ``working_dir`` is the folder holding the config.
         entrypoint_num_cpus: CPUs reserved for the job's driver (Ray's default: none).
+        max_retries: Start a driver that died again this many times, from the newest checkpoint (see the
+            module docstring); 0: never.
     """
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"lab.submit max_retries must be an int >= 0, got {max_retries!r}")
     if not isinstance(cfg, MainConfig):
         raise TypeError(f"lab.submit expects a MainConfig (e.g. load_preset('cartpole_ppo')), got {type(cfg).__name__}")
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
@@ -129,10 +138,13 @@ def submit_training(
     if "working_dir" in env:
         raise ValueError("lab.submit runtime_env cannot set working_dir: the job's folder holds its config")
     folder = Path(tempfile.mkdtemp(prefix="rlightning-job-"))
-    (folder / "config.yaml").write_text(to_yaml(job_config(cfg)))
-    env["working_dir"] = str(folder)
     submission_id = f"rlightning-{name}-{uuid.uuid4().hex[:8]}"
-    entrypoint = f"{python} -m rlightning.cli train config.yaml --quiet --metrics-lines"
+    config = job_config(cfg)
+    if config.log.name is None:  # a fixed run folder: a retried driver resumes from it
+        config.log.name = submission_id
+    (folder / "config.yaml").write_text(to_yaml(config))
+    env["working_dir"] = str(folder)
+    entrypoint = job_entrypoint(python, str(Path(config.log.run_dir) / config.log.name), max_retries)
     kwargs: Dict[str, Any] = {}
     if entrypoint_num_cpus is not None:
         kwargs["entrypoint_num_cpus"] = entrypoint_num_cpus
@@ -145,6 +157,25 @@ def submit_training(
     )
     logger.info("submitted %s: %s", submission_id, entrypoint)
     return TrainingJob(client, submission_id)
+
+
+#: Exit codes of a driver that are not retried: a usage or config error (2), a stop (130).
+NOT_RETRIED = (0, 2, 130)
+
+
+def job_entrypoint(python: str, run_dir: str, max_retries: int = 0) -> str:
+    """The job's command: the CLI's ``train config.yaml``; with ``max_retries``, a shell loop that starts a
+    driver that died again with ``--resume run_dir``, at most ``max_retries`` times."""
+    train = f"{shlex.quote(python)} -m rlightning.cli train config.yaml --quiet --metrics-lines"
+    if not max_retries:
+        return train
+    done = " && ".join(f"[ $rc -ne {code} ]" for code in NOT_RETRIED)
+    loop = (
+        f"{train}; rc=$?; n=0; while {done} && [ $n -lt {max_retries} ]; do n=$((n+1)); "
+        f'echo "rlightning: the driver exited with $rc; retry $n of {max_retries} from the newest checkpoint"; '
+        f"{train} --resume {shlex.quote(run_dir)}; rc=$?; done; exit $rc"
+    )
+    return f"sh -c {shlex.quote(loop)}"
 
 
 class TrainingJob:
@@ -181,14 +212,19 @@ class TrainingJob:
         return "\n".join(lines)
 
     def metrics(self) -> List[Dict[str, Any]]:
-        """The metrics of every iteration done so far (as `Run.metrics`)."""
-        rows = []
+        """The metrics of every iteration done so far (as `Run.metrics`); an iteration run again by a retried
+        driver (after its checkpoint) counts once, with its newest row."""
+        rows: List[Dict[str, Any]] = []
         for line in self._raw_logs().splitlines():
             if line.startswith(METRICS_PREFIX + " "):
                 try:
-                    rows.append(json.loads(line[len(METRICS_PREFIX) + 1 :]))
+                    row = json.loads(line[len(METRICS_PREFIX) + 1 :])
                 except json.JSONDecodeError:  # a line cut by a stop mid-write
                     continue
+                it = row.get("iteration") if isinstance(row, dict) else None
+                if isinstance(it, int):  # a resumed driver starts again after its checkpoint
+                    rows = [r for r in rows if not (isinstance(r.get("iteration"), int) and r["iteration"] >= it)]
+                rows.append(row)
         return rows
 
     def metrics_df(self) -> Any:
