@@ -441,7 +441,8 @@ class Lab:
         from rlightning.notebook.sweep import start_sweep
 
         self._check_open()
-        check_config(cfg) if isinstance(cfg, MainConfig) else None
+        if isinstance(cfg, MainConfig):
+            check_config(cfg)  # the env id too, as build does (the sweep checks the type and the space)
         return start_sweep(cfg, space, **options)
 
     def seeds(self, cfg: MainConfig, seeds: Any = 5, **options: Any) -> Any:
@@ -453,7 +454,8 @@ class Lab:
         from rlightning.notebook.sweep import start_sweep
 
         self._check_open()
-        check_config(cfg) if isinstance(cfg, MainConfig) else None
+        if isinstance(cfg, MainConfig):
+            check_config(cfg)
         return start_sweep(cfg, options.pop("space", {}), seeds=seeds, allow_empty=True, **options)
 
     # ------------------------------------------------------------------ jobs (rlightning.notebook.jobs)
