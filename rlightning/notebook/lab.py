@@ -419,24 +419,8 @@ class Lab:
 
     # ------------------------------------------------------------------ experiments (rlightning.notebook.sweep)
     def sweep(self, cfg: MainConfig, space: Dict[str, Any], **options: Any) -> Any:
-        """Run ``cfg`` over a search space as Ray Tune trials on this Lab's cluster; returns an `Experiment` at once.
-
-        Each trial is an ordinary run whose actors sit in the trial's own placement group; the
-        trials go on in the background (``exp.show()``, ``exp.wait()``, ``exp.results_df()``).
-
-        Args:
-            cfg: The base config.
-            space: Dotted config path (as the command line's overrides) -> Tune domain
-                (``tune.loguniform(1e-4, 1e-2)``, ``tune.choice([...])``) or a list (a grid).
-            **options: ``seeds`` (count or list), ``num_samples``, ``search`` (``"random"``, ``"grid"``,
-                ``"optuna"``), ``scheduler`` (None, ``"asha"``, ``"pbt"``), ``metric``, ``mode``,
-                ``stop`` (``{"env_steps": n}`` or ``{"iterations": n}``), ``max_concurrent``, ``name``,
-                ``resume``, ``max_failures``, ``checkpoint_every``, ``scheduler_options``
-                (see `rlightning.notebook.sweep.start_sweep`).
-
-        Raises:
-            ValueError / KeyError / TypeError: a bad space or option, found before any trial starts.
-            ResourceError: one trial needs more CPUs/GPUs than the cluster has.
+        """Run ``cfg`` over ``space`` (dotted config path -> Tune domain or list) as Ray Tune trials on this
+        Lab's cluster, in the background; returns an `Experiment`. Options: `rlightning.notebook.sweep.start_sweep`.
         """
         from rlightning.notebook.sweep import start_sweep
 
@@ -446,17 +430,8 @@ class Lab:
         return start_sweep(cfg, space, **options)
 
     def seeds(self, cfg: MainConfig, seeds: Any = 5, **options: Any) -> Any:
-        """Run ``cfg`` unchanged over ``seeds`` (a count or a list) as Tune trials; returns an `Experiment`.
-
-        ``rlightning.notebook.stats`` turns it into a return curve with a 95% bootstrap band and
-        final-return aggregates (mean, median, IQM with bootstrap intervals). Options as `sweep`.
-        """
-        from rlightning.notebook.sweep import start_sweep
-
-        self._check_open()
-        if isinstance(cfg, MainConfig):
-            check_config(cfg)
-        return start_sweep(cfg, options.pop("space", {}), seeds=seeds, allow_empty=True, **options)
+        """`sweep` of ``cfg`` unchanged over ``seeds`` (a count or a list); see `rlightning.notebook.stats`."""
+        return self.sweep(cfg, options.pop("space", {}), seeds=seeds, allow_empty=True, **options)
 
     # ------------------------------------------------------------------ jobs (rlightning.notebook.jobs)
     def submit(self, cfg: MainConfig, name: str = "train", dashboard: Optional[str] = None, **kwargs: Any) -> Any:

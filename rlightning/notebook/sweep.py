@@ -95,7 +95,31 @@ def start_sweep(
     scheduler_options: Optional[Dict[str, Any]] = None,
     allow_empty: bool = False,
 ) -> Experiment:
-    """Check the sweep, then start it in the background; see `Lab.sweep` for the arguments."""
+    """Check the whole sweep, then start its trials in a background thread; returns the `Experiment`.
+
+    Args:
+        cfg: The base config.
+        space: Dotted config path (as the command line's overrides) -> Tune domain
+            (``tune.loguniform(1e-4, 1e-2)``, ``tune.choice([...])``) or a list (a grid).
+        seeds: Seeds per setting (a count from ``cfg.seed`` on, or a list): a grid over ``seed``.
+        num_samples: Samples of the space (a grid runs whole each time).
+        search: ``"random"``, ``"grid"`` or ``"optuna"`` (Tune's `OptunaSearch`).
+        scheduler: None, ``"asha"`` (stops bad trials early) or ``"pbt"`` (exploit and explore).
+        metric: The reported metric trials are compared on; ``mode``: ``"max"`` or ``"min"``.
+        stop: ``{"env_steps": n}``, ``{"iterations": n}`` or ``{"episodes": n}`` (default train.iterations).
+        max_concurrent: Trials at once (default: as many as fit).
+        name: The sweep's folder under ``<log.run_dir>/sweeps`` (default: by time).
+        resume: Continue the sweep of that name; finished trials are not run again.
+        max_failures: Retries of a failed trial from its last checkpoint.
+        checkpoint_every: Iterations between checkpoints (PBT default 1, else train.checkpoint_interval or 10).
+        scheduler_options: Passed to Tune's scheduler (``grace_period``, ``reduction_factor``,
+            ``perturbation_interval``, ``quantile_fraction``, ``synch``, ...).
+        allow_empty: Accept an empty space (`Lab.seeds`).
+
+    Raises:
+        ValueError / KeyError / TypeError: a bad space or option, before any trial starts.
+        ResourceError: one trial needs more CPUs/GPUs than the cluster has.
+    """
     import os
 
     from ray import tune
