@@ -51,7 +51,7 @@ root_doc = "index"
 # Notebooks render with the outputs stored in them; widgets from the widget state saved with them.
 nb_execution_mode = "off"
 nb_merge_streams = True
-myst_enable_extensions = ["colon_fence", "deflist"]
+myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
 myst_heading_anchors = 3
 
 # API reference: the seed documents' shape (signatures with types, "Bases: object", [source] links).

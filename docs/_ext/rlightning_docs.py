@@ -5,6 +5,9 @@
   (``required`` where there is none).
 - The docstrings write array shapes as ``[B, *obs_shape]``, Markdown-style; reST would read the ``*`` as
   the start of an emphasis. A ``*`` right after ``[`` or ``, `` inside such a shape (outside literals) is escaped.
+- napoleon reads an attribute docstring's first line ``text: more text`` as ``type: description``; this
+  project's attribute docstrings never mean that (types come from the annotations), so such a docstring
+  starts with an empty reST comment and is read as prose.
 - A dataclass field listed in its class's ``Attributes:`` section and also given a docstring of its own
   would be described twice (napoleon's entry and autodoc's); the ``Attributes:`` line is dropped then.
 """
@@ -91,9 +94,15 @@ def _drop_attributes_with_own_docs(app: Any, what: str, name: str, obj: Any, opt
     lines[:] = out
 
 
+def _no_inline_attribute_type(app: Any, what: str, name: str, obj: Any, options: Any, lines: List[str]) -> None:
+    if what == "attribute" and lines and ":" in lines[0]:
+        lines[:0] = ["..", ""]  # an empty reST comment: napoleon takes it as the line, nothing is rendered
+
+
 def setup(app: Any) -> dict:
     """Register the docstring hooks."""
     app.connect("autodoc-process-docstring", _add_default)
     app.connect("autodoc-process-docstring", _drop_attributes_with_own_docs, priority=400)
+    app.connect("autodoc-process-docstring", _no_inline_attribute_type, priority=400)  # before napoleon (500)
     app.connect("autodoc-process-docstring", _escape_shape_stars, priority=400)  # before the type hints parse it
     return {"parallel_read_safe": True, "parallel_write_safe": True}
