@@ -94,6 +94,7 @@ class EnvGroup:
         self._initialized = False
         self._remote = False
         self._inflight: Dict[Any, WorkerSlot] = {}
+        self._sent: Dict[Any, float] = {}  # future in flight -> when it was submitted (its step timeout)
         self._last_seed: Optional[int] = None
         self._stats = GroupStats(self.env_ids)
         self._total_envs = sum(slot.num_envs for slot in self._slots)
@@ -202,6 +203,7 @@ class EnvGroup:
             self._inflight.clear()
         self._drain_inflight()
         self._shutdown_workers()
+        self._sent.clear()
         self._initialized = False
         self._copies = PolicyCopies()
 
@@ -332,8 +334,11 @@ class EnvGroup:
         _, slots, resps = self._route(policy_resps)
         if self._remote:
             resps = step_payloads(slots, resps)
+        now = time.perf_counter()
         for slot, resp in zip(slots, resps):
-            self._inflight[slot.handle.submit("step", resp)] = slot
+            fut = slot.handle.submit("step", resp)
+            self._inflight[fut] = slot
+            self._sent[fut] = now
             slot.inflight = True
 
     def collect_async(
@@ -359,17 +364,46 @@ class EnvGroup:
         if not self._inflight:
             return BatchedData([], [])
         futures = list(self._inflight)
-        ready, pending = wait_any(futures, num_returns=min(min_ready, len(futures)), timeout=timeout)
+        ready, late = self._wait_ready(futures, min(min_ready, len(futures)), timeout)
+        pending = [f for f in futures if f not in set(ready) | set(late)]
         if pending and ready and gather_ready:
             more, _ = wait_any(pending, num_returns=len(pending), timeout=0)
             ready = list(ready) + list(more)
+        now = time.perf_counter()
+        for fut in ready:
+            self._recovery.record("step", now - self._sent.pop(fut, now))
         slots = [self._inflight.pop(fut) for fut in ready]
         for slot in slots:
             slot.inflight = False
         values = self._resolve_recovering(slots, ready, method="step")
+        for fut in late:  # hung past the step timeout: killed and recreated, its reset EnvRet stands in
+            slot = self._inflight.pop(fut)
+            self._sent.pop(fut, None)
+            slot.inflight = False
+            values.append(self._recovery.time_out(slot, "step", self._recovery.timeout_for("step")))
+            slots.append(slot)
         self._stats.add_env_rets(values)
         self._stats.add_steps(sum(slot.num_envs for slot in slots))
         return BatchedData([slot.env_id for slot in slots], values)
+
+    def _wait_ready(self, futures: List[Any], wanted: int, timeout: Optional[float]) -> Tuple[List[Any], List[Any]]:
+        """(ready, late): wait for ``wanted`` futures (at most ``timeout`` s); ``late`` are those in flight for
+        longer than the step timeout (`WorkerRecovery.timeout_for`), returned as soon as there are any."""
+        limit = self._recovery.timeout_for("step")
+        if limit is None:
+            return list(wait_any(futures, num_returns=wanted, timeout=timeout)[0]), []
+        end = None if timeout is None else time.perf_counter() + timeout
+        while True:
+            now = time.perf_counter()
+            first_due = min(self._sent.get(f, now) for f in futures) + limit
+            wait_s = max(0.0, first_due - now)
+            if end is not None:
+                wait_s = min(wait_s, max(0.0, end - now))
+            ready, pending = wait_any(futures, num_returns=wanted, timeout=wait_s)
+            now = time.perf_counter()
+            late = [f for f in pending if now - self._sent.get(f, now) >= limit]
+            if ready or late or (end is not None and now >= end):
+                return list(ready), late
 
     @contextmanager
     def auto_reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> Iterator[BatchedData]:
@@ -589,6 +623,7 @@ class EnvGroup:
         """Wait for steps in flight and drop their results (`WorkerRecovery.drain`)."""
         if self._inflight:
             self._recovery.drain(self._inflight, recover=recover)
+        self._sent.clear()
 
 
 __all__ = ["EnvGroup"]

@@ -261,8 +261,13 @@ class WorkerRecovery:
         reset it); a dead worker is dealt with on its next call.
         """
         failed: List[Tuple[WorkerSlot, BaseException]] = []
+        limit = self.timeout_for("step")
+        hung: List[WorkerSlot] = []
         for fut, slot in list(inflight.items()):
             slot.inflight = False
+            if limit is not None and wait_any([fut], 1, limit)[1]:
+                hung.append(slot)  # never returned: killed and recreated below, not waited for forever
+                continue
             try:
                 resolve_one(fut)
             except Exception as err:  # noqa: BLE001 - dropped results; a dead worker shows up on its next call
@@ -270,6 +275,8 @@ class WorkerRecovery:
                 if recover and self.classify(err) == "raised":
                     failed.append((slot, err))
         inflight.clear()
+        for slot in hung:
+            self.time_out(slot, "step", limit)
         for slot, err in failed:
             self.restart(slot, err, kind="raised", method="step")
 

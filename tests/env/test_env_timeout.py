@@ -13,12 +13,12 @@ from tests.support.env_flaky import count_lines
 FLAKY = "tests.support.env_flaky:Flaky-v0"
 
 
-def _hanging_run(tmp_path, build, layout, *extra):
+def _hanging_run(tmp_path, build, layout, *extra, workers=1):
     cfg = small_ppo(
         tmp_path,
         False,
         f"env.name={FLAKY}",
-        "env.num_workers=1",
+        f"env.num_workers={workers}",
         "cluster.remote_env=true",
         "env.num_cpus=0.25",
         "train.rollout_steps=8",
@@ -33,9 +33,17 @@ def _hanging_run(tmp_path, build, layout, *extra):
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["cluster.inference=env_workers", "cluster.inference=eval_workers"])
-def test_a_hung_env_is_recreated_and_the_run_goes_on(tmp_path, build, ray_runtime, layout):
-    engine, log = _hanging_run(tmp_path, build, layout, "env.step_timeout_s=3")
+@pytest.mark.parametrize(
+    "layout, workers",
+    [
+        ("cluster.inference=env_workers", 1),
+        ("cluster.inference=eval_workers", 1),
+        ("cluster.inference=eval_workers", 2),
+    ],
+    ids=["rollout", "lockstep-step", "pipelined-step"],
+)
+def test_a_hung_env_is_recreated_and_the_run_goes_on(tmp_path, build, ray_runtime, layout, workers):
+    engine, log = _hanging_run(tmp_path, build, layout, "env.step_timeout_s=3", workers=workers)
     history = engine.run(iterations=5)  # the 20th step call (third rollout) hangs for good
     assert count_lines(log, "hang") == 1
     assert engine.iteration == 5 and history[-1]["env_timeouts"] == 1 == history[-1]["env_restarts"]

@@ -67,6 +67,14 @@ class FlakyEnv(gym.Env):
             with open(self.log_path, "a", encoding="utf-8") as f:
                 f.write(f"{what} {os.getpid()}\n")
 
+    def _first_to_hang(self) -> bool:
+        """True for one instance over all processes (the marker file is created exclusively)."""
+        try:
+            os.close(os.open(f"{self.log_path}.hang", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
     def _obs(self) -> np.ndarray:
         return np.array([self._t, self._u], dtype=np.float32)
 
@@ -81,7 +89,7 @@ class FlakyEnv(gym.Env):
 
     def step(self, action: Any):
         self._calls += 1
-        if self.hang_at and self._calls == self.hang_at and count_lines(self.log_path, "hang") == 0:
+        if self.hang_at and self._calls == self.hang_at and self._first_to_hang():
             self._log("hang")
             while True:
                 time.sleep(60)
