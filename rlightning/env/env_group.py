@@ -364,7 +364,7 @@ class EnvGroup:
         if not self._inflight:
             return BatchedData([], [])
         futures = list(self._inflight)
-        ready, late = self._wait_ready(futures, min(min_ready, len(futures)), timeout)
+        ready, late = self._recovery.wait_ready(futures, self._sent, min(min_ready, len(futures)), timeout)
         pending = [f for f in futures if f not in set(ready) | set(late)]
         if pending and ready and gather_ready:
             more, _ = wait_any(pending, num_returns=len(pending), timeout=0)
@@ -385,25 +385,6 @@ class EnvGroup:
         self._stats.add_env_rets(values)
         self._stats.add_steps(sum(slot.num_envs for slot in slots))
         return BatchedData([slot.env_id for slot in slots], values)
-
-    def _wait_ready(self, futures: List[Any], wanted: int, timeout: Optional[float]) -> Tuple[List[Any], List[Any]]:
-        """(ready, late): wait for ``wanted`` futures (at most ``timeout`` s); ``late`` are those in flight for
-        longer than the step timeout (`WorkerRecovery.timeout_for`), returned as soon as there are any."""
-        limit = self._recovery.timeout_for("step")
-        if limit is None:
-            return list(wait_any(futures, num_returns=wanted, timeout=timeout)[0]), []
-        end = None if timeout is None else time.perf_counter() + timeout
-        while True:
-            now = time.perf_counter()
-            first_due = min(self._sent.get(f, now) for f in futures) + limit
-            wait_s = max(0.0, first_due - now)
-            if end is not None:
-                wait_s = min(wait_s, max(0.0, end - now))
-            ready, pending = wait_any(futures, num_returns=wanted, timeout=wait_s)
-            now = time.perf_counter()
-            late = [f for f in pending if now - self._sent.get(f, now) >= limit]
-            if ready or late or (end is not None and now >= end):
-                return list(ready), late
 
     @contextmanager
     def auto_reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> Iterator[BatchedData]:

@@ -115,6 +115,27 @@ class WorkerRecovery:
         cause = TimeoutError(f"{method} did not return within {timeout:.1f} s (env.step_timeout_s)")
         return self.restart(slot, cause, kind="timeout", method=method)
 
+    def wait_ready(
+        self, futures: List[Any], sent: Dict[Any, float], wanted: int, timeout: Optional[float]
+    ) -> Tuple[List[Any], List[Any]]:
+        """(ready, late): wait for ``wanted`` step futures (at most ``timeout`` s); ``late`` are those in flight
+        (since ``sent[future]``) for longer than the step timeout, returned as soon as there are any."""
+        limit = self.timeout_for("step")
+        if limit is None:
+            return list(wait_any(futures, num_returns=wanted, timeout=timeout)[0]), []
+        end = None if timeout is None else time.perf_counter() + timeout
+        while True:
+            now = time.perf_counter()
+            first_due = min(sent.get(f, now) for f in futures) + limit
+            wait_s = max(0.0, first_due - now)
+            if end is not None:
+                wait_s = min(wait_s, max(0.0, end - now))
+            ready, pending = wait_any(futures, num_returns=wanted, timeout=wait_s)
+            now = time.perf_counter()
+            late = [f for f in pending if now - sent.get(f, now) >= limit]
+            if ready or late or (end is not None and now >= end):
+                return list(ready), late
+
     def resolve(
         self,
         slots: Sequence[WorkerSlot],
