@@ -103,6 +103,14 @@ def test_config_fields_show_docstring_and_default(built_site: subprocess.Complet
     assert re.search(r'id="rlightning\.utils\.config\.EnvConfig\.num_envs".*?Default:', config, re.S)
 
 
+def test_notebook_pages_carry_their_widget_state(built_site: subprocess.CompletedProcess) -> None:
+    """Widgets render from the state saved in the notebook (the page embeds it with the widget manager)."""
+    for page in ("notebooks/01_quickstart.html", "notebooks/course/01_returns.html"):
+        text = (HTML / page).read_text()
+        assert '<script type="application/vnd.jupyter.widget-state+json">' in text, page
+        assert "application/vnd.jupyter.widget-view+json" in text, page
+
+
 def test_storage_entry_in_the_seed_shape(built_site: subprocess.CompletedProcess) -> None:
     text = (HTML / "api" / "buffer.html").read_text()
     entry = re.search(r'<dt[^>]*id="rlightning\.buffer\.utils\.Storage".*?</dt>', text, re.S)
