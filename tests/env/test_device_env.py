@@ -173,7 +173,9 @@ def test_gymnax_cartpole_1024_envs_trains_ppo_to_475(tmp_path):
     """PPO on gymnax CartPole with 1024 envs reaches the cartpole_ppo presets' target (a mean return of 475 over
     20 episodes, the bar gymnasium's CartPole is held to in tests/engine/test_learning.py) within 1M env steps.
 
-    Settings: cartpole_ppo_fast with 1024 envs x 16 steps per iteration, 8 minibatches of 2048, 4 epochs.
+    Settings: cartpole_ppo_fast with 1024 envs x 16 steps per iteration, 8 minibatches of 2048, 4 epochs. Seed 1
+    reached 478.65 at 606k env steps (37 iterations, about 60 s on two busy cores); a 500-step episode alone needs
+    500 vector steps (512k env steps at 1024 envs), so 1M leaves room.
     """
     from rlightning.utils.builders import build_run
 

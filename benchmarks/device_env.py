@@ -1,0 +1,103 @@
+"""The device-resident env (``env.backend: gymnax``) against its limit and against gymnasium's vector CartPole.
+
+Three sides per env count N, all acting with the same PPO acting copy (64x64 tanh MLP, sampled actions) on
+CartPole-v1, each timed over ``--steps`` vector steps after a warm-up rollout (JIT compilation excluded):
+
+- ``rl_gymnax``: rlightning's rollout path, ``RolloutWorker(GymnaxEnv).collect`` (record in torch on the env's
+  device, episode ids, episode report);
+- ``limit``: the env's own jitted step loop with the same policy: ``torch.from_dlpack`` of the observation,
+  the policy's ``compute_actions``, the action back through DLPack, the jitted vmapped step; no record;
+- ``rl_gymnasium``: rlightning's rollout path on gymnasium's vector CartPole (``GymnasiumEnv``, its
+  ``vector_entry_point``, numpy acting) at the same N.
+
+Sides alternate within each round (a loaded machine slows them alike); the table gives the median env steps/s
+over rounds and the ratios ``rl_gymnax / limit`` (goal >= 0.7) and ``rl_gymnax / rl_gymnasium`` (goal > 1)::
+
+    python benchmarks/device_env.py --envs 1024,4096 --steps 64 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Callable, Dict, List
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+from rlightning.env import RolloutWorker  # noqa: E402
+from rlightning.env.gym_env import GymnasiumEnv  # noqa: E402
+from rlightning.env.gymnax_env import GymnaxEnv  # noqa: E402
+from rlightning.policy.algorithms.ppo import PPOPolicy  # noqa: E402
+from rlightning.utils.config import EnvConfig, PolicyConfig  # noqa: E402
+
+
+def _worker(env_cls: type, config: EnvConfig) -> RolloutWorker:
+    worker = RolloutWorker(env_cls, config)
+    factory = PPOPolicy.acting_copy_factory(PolicyConfig(type="ppo", hidden_sizes=[64, 64]), worker.get_metadata(), 0)
+    worker.attach_policy(factory)
+    worker.reset(seed=0)
+    return worker
+
+
+def _limit_loop(worker: RolloutWorker) -> Callable[[int], None]:
+    """The env's jitted step with the worker's policy and nothing else (the device env's limit)."""
+    env, policy = worker.env, worker.policy
+    from_dlpack, to_jax = torch.from_dlpack, env._jax.dlpack.from_dlpack  # noqa: SLF001
+
+    def run(steps: int) -> None:
+        obs = worker.current_env_ret.observation
+        carry = env._carry  # noqa: SLF001
+        for _ in range(steps):
+            action = policy.compute_actions(obs, deterministic=False)["action"]
+            (obs_j, _scalars), carry = env._step_fn(carry, to_jax(action.to(torch.int32)))  # noqa: SLF001
+            obs = from_dlpack(obs_j)
+        env._carry = carry  # noqa: SLF001
+
+    return run
+
+
+def measure(num_envs: int, steps: int, rounds: int) -> Dict[str, List[float]]:
+    """Env steps/s of each side, one figure per round."""
+    gymnax = _worker(GymnaxEnv, EnvConfig(name="CartPole-v1", backend="gymnax", num_envs=num_envs))
+    gym_vec = _worker(GymnasiumEnv, EnvConfig(name="CartPole-v1", num_envs=num_envs))
+    limit = _limit_loop(gymnax)
+    sides: Dict[str, Callable[[], None]] = {
+        "rl_gymnax": lambda: gymnax.collect(steps),
+        "limit": lambda: limit(steps),
+        "rl_gymnasium": lambda: gym_vec.collect(steps),
+    }
+    for run in sides.values():  # warm-up: JIT compilation, first allocations
+        run()
+    out: Dict[str, List[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, run in sides.items():
+            t0 = time.perf_counter()
+            run()
+            out[name].append(num_envs * steps / (time.perf_counter() - t0))
+    gymnax.close()
+    gym_vec.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", default="1024,4096", help="comma-separated env counts")
+    parser.add_argument("--steps", type=int, default=64, help="vector steps per timed rollout")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per env count")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, device env on {GymnaxEnv.__name__}; env steps/s, median of {args.rounds}")
+    print("| N | rl_gymnax | limit | rl_gymnasium | gymnax / limit (>= 0.7) | gymnax / gymnasium (> 1) |")
+    print("|---|---|---|---|---|---|")
+    for n in (int(x) for x in args.envs.split(",")):
+        fig = {k: statistics.median(v) for k, v in measure(n, args.steps, args.rounds).items()}
+        a, lim, g = fig["rl_gymnax"], fig["limit"], fig["rl_gymnasium"]
+        print(f"| {n} | {a:,.0f} | {lim:,.0f} | {g:,.0f} | {a / lim:.2f} | {a / g:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
