@@ -42,8 +42,16 @@ def checkpoint_state(engine: Any) -> Dict[str, Any]:
         "weight_version": int(engine.policy_group.weight_version),
         "eval_return": evaluated,
         "env_stats": snapshot() if snapshot is not None else None,
+        "eval_rng": [_np_rng_state(w) for w in getattr(engine.policy_group, "eval_workers", None) or []],
         "metrics": history[-10_000:],
     }
+
+
+def _np_rng_state(handle: Any) -> Any:
+    """The numpy generator state of an eval worker in this process (its epsilon or sampling draws); None for a
+    Ray actor (its draws after a resume differ) or a worker without one."""
+    rng = None if getattr(handle, "is_remote", True) else getattr(handle.worker, "np_rng", None)
+    return dict(rng.bit_generator.state) if rng is not None else None
 
 
 def write_checkpoint(engine: Any, target: Path, include_buffer: bool = False) -> None:
@@ -58,10 +66,11 @@ def write_checkpoint(engine: Any, target: Path, include_buffer: bool = False) ->
 
 
 def periodic_checkpoint(engine: Any) -> None:
-    """``train.checkpoint_interval``: save, prune to ``train.keep_checkpoints`` (keeping the best by eval
-    return with ``train.eval_interval``), and with ``train.checkpoint_resets_envs`` reset the envs next."""
+    """``train.checkpoint_interval``: save (with the buffer's data when ``train.checkpoint_buffer``), prune to
+    ``train.keep_checkpoints`` (keeping the best by eval return with ``train.eval_interval``), and with
+    ``train.checkpoint_resets_envs`` reset the envs next."""
     train = engine.config.train
-    engine.save(engine.run_dir / "checkpoints" / f"iter_{engine.iteration:06d}")
+    engine.save(engine.run_dir / "checkpoints" / f"iter_{engine.iteration:06d}", include_buffer=train.checkpoint_buffer)
     prune_checkpoints(engine.run_dir, train.keep_checkpoints, FORMAT_VERSION, keep_best=bool(train.eval_interval))
     if train.checkpoint_resets_envs:  # a run resumed here starts from a seeded reset: so does this one
         engine.buffer.truncate_episodes(engine.env_ids)
@@ -93,6 +102,11 @@ def restore_checkpoint(engine: Any, path: Path) -> None:
     restore = getattr(engine.env_group, "restore_stats", None)
     if isinstance(state.get("env_stats"), dict) and restore is not None:
         restore(state["env_stats"])
+    workers = getattr(engine.policy_group, "eval_workers", None) or []
+    for handle, rng_state in zip(workers, state.get("eval_rng") or []):
+        rng = None if getattr(handle, "is_remote", True) else getattr(handle.worker, "np_rng", None)
+        if rng is not None and isinstance(rng_state, dict):
+            rng.bit_generator.state = rng_state
     engine.metrics.history.extend(row for row in state.get("metrics", []) if isinstance(row, dict))
 
 

@@ -446,6 +446,8 @@ class TrainConfig(_Config):
     keep_checkpoints: Optional[int] = Field(None, ge=1)
     """Keep the newest this many checkpoints of the run (plus the best by evaluation return when
     ``eval_interval`` is set); None: keep all."""
+    checkpoint_buffer: bool = False
+    """Periodic checkpoints also hold the buffer's stored data (a resumed off-policy run keeps its replay)."""
     checkpoint_resets_envs: bool = False
     """Reset the envs (seeded) after each periodic checkpoint, so that a run resumed from any checkpoint
     repeats the uninterrupted run exactly; False: episodes run on across checkpoints and a resumed run starts

@@ -83,3 +83,16 @@ def test_pruning_keeps_the_newest_and_the_best_by_eval_return(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["iter_000002", "iter_000004", "iter_000005", old.name]
     assert newest_checkpoint(tmp_path, FORMAT_VERSION).iteration == 5  # the older format is skipped
     assert "format version 1" in list_checkpoints(tmp_path, FORMAT_VERSION)[-1].reason
+
+
+def test_periodic_checkpoints_keep_the_replay_buffer_when_asked(tmp_path, build):
+    from tests.support.configs import small_sac
+
+    cfg = small_sac(tmp_path, False, "train.checkpoint_interval=1", "train.checkpoint_buffer=true", "log.name=sac")
+    engine = build(cfg).engine
+    engine.run(iterations=2)
+    size = engine.buffer.stats()["size"]
+    assert size > 0 and (tmp_path / "sac" / "checkpoints" / "iter_000002" / "buffer.pt").is_file()
+    resumed = build(cfg).engine
+    resumed.resume(str(tmp_path / "sac"))
+    assert resumed.buffer.stats()["size"] == size and resumed.iteration == 2
