@@ -88,7 +88,7 @@ suppress_warnings = [
 
 html_theme = "pydata_sphinx_theme"
 html_title = "rlightning"
-html_static_path = ["_static"]
+html_static_path: list = []  # no static files of our own (an empty _static folder is not in git)
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
