@@ -32,7 +32,7 @@ def test_asha_stops_bad_trials_early_and_best_config_is_the_best_trial(lab, tmp_
         cfg,
         {"policy.optim.lr": lrs},
         scheduler="asha",
-        stop={"iterations": 6},
+        stop={"iterations": 6},  # rungs at 2 and 4 (iteration 1 is the same for all: one seed, no update yet)
         scheduler_options={"grace_period": 2, "reduction_factor": 2},
         name="asha",
     )
@@ -56,7 +56,7 @@ def test_pbt_exploits_restore_the_donors_weights(lab, tmp_path):
         cfg,
         {"policy.optim.lr": [1e-6, 3e-3]},
         scheduler="pbt",
-        stop={"iterations": 4},
+        stop={"iterations": 3},
         # synchronous PBT: at iteration 2 the worse of the two trials continues from the better one's checkpoint
         scheduler_options={"perturbation_interval": 2, "quantile_fraction": 0.5, "synch": True},
         name="pbt",
@@ -88,9 +88,9 @@ def test_a_trial_that_raises_is_reported_while_the_others_finish(lab, tmp_path):
 
 def test_seeds_give_final_aggregates_and_a_banded_curve(lab, tmp_path):
     cfg = small_ppo(tmp_path, False, "env.num_workers=1")
-    exp = lab.seeds(cfg, seeds=3, stop={"iterations": 4}, name="seeds").wait(timeout=300)
+    exp = lab.seeds(cfg, seeds=3, stop={"iterations": 3}, name="seeds").wait(timeout=300)
     df = exp.results_df()
-    assert sorted(df["seed"]) == [cfg.seed, cfg.seed + 1, cfg.seed + 2] and set(df["iterations"]) == {4}
+    assert sorted(df["seed"]) == [cfg.seed, cfg.seed + 1, cfg.seed + 2] and set(df["iterations"]) == {3}
     scores = final_scores(exp)
     assert list(scores) == ["config"] and np.allclose(np.sort(scores["config"]), np.sort(df["last"]))
     table = aggregates(scores, reps=500)
