@@ -172,7 +172,7 @@ def test_constructor_errors():
         EnvGroup([_fixed(), _fixed()], preprocess_fn=[None])
     with pytest.raises(TypeError, match=r"preprocess_fn\[0\] must be callable"):
         EnvGroup([_fixed()], preprocess_fn=42)
-    with pytest.raises(KeyError, match=r"unknown env 'gymnasum'\. Did you mean 'gymnasium'\?"):
+    with pytest.raises(KeyError, match=r"unknown env 'gymnasum'\. Did you mean 'gymnasium'"):
         EnvGroup([EnvConfig(backend="gymnasum")])
 
 
