@@ -8,7 +8,8 @@ B (the same command on each tree, in one sitting)::
 For every (item, case, side) measured by both trees it prints a markdown row: each run's median, the median
 over runs of each tree, and B/A of those medians, with ``better`` / ``worse`` read from the item's direction
 (throughputs: higher is better; times: lower). ``--drop`` (default 0.05) marks a figure that got worse by more
-than that fraction.
+than that fraction. The item's extra columns (a capped PPO run's env steps and final return, cold start's
+phases) follow as ``side [extra]`` rows, marked ``(info)``: their direction depends on the run.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def medians(path: str) -> Dict[Key, Tuple[float, str]]:
     for m in json.loads(Path(path).read_text())["measurements"]:
         if m.get("values"):
             out[(m["item"], m["case"], m["side"])] = (statistics.median(m["values"]), m.get("unit") or "")
+        cols = ITEMS[m["item"]].extra_cols if m["item"] in ITEMS else ()
+        for col in cols:  # the item's extra columns (a capped PPO run's env steps, cold start's phases): info rows
+            vals = [x for x in m.get("extras", {}).get(col, []) if isinstance(x, (int, float)) and x is not True]
+            if vals and col not in ("solved", "capped"):
+                out[(m["item"], m["case"], f"{m['side']} [{col}]")] = (statistics.median(vals), col)
     return out
 
 
@@ -50,6 +56,8 @@ def table(a_runs: List[str], b_runs: List[str], drop: float) -> str:
         change = bm / am if am else float("nan")
         worse = (1 - change) if higher else (change - 1)
         mark = f"worse by {worse:.0%}" if worse > drop else ("better" if worse < -drop else "")
+        if side.endswith("]"):
+            mark = "(info)"  # an extra: no direction
         row = [item, case, side, a[0][key][1], ", ".join(map(fmt, av)), ", ".join(map(fmt, bv))]
         row += [fmt(am), fmt(bm), f"{change:.2f}", mark]
         lines.append("| " + " | ".join(row) + " |")
