@@ -98,8 +98,8 @@ def gymnax_space(space: Any) -> gym.Space:
 _COMPILED: Dict[Tuple[Any, ...], Tuple[Callable, Callable]] = {}
 
 
-def _vector_functions(env: Any, params: Any, limit: int) -> Tuple[Callable, Callable]:
-    """The jitted ``reset(keys)`` and ``step(carry, action)`` of ``num_envs`` copies (vmapped over the rows).
+def _vector_functions(env: Any, params: Any) -> Tuple[Callable, Callable]:
+    """The jitted ``reset(keys)`` and ``step(carry, action, limit)`` of ``num_envs`` copies (vmapped over the rows).
 
     The carry is ``(keys, state, done, time, ep_return, ep_length)``; ``step`` autoresets the NEXT_STEP way:
     a row done on the previous step returns its reset observation with reward 0 and done False.
@@ -115,7 +115,7 @@ def _vector_functions(env: Any, params: Any, limit: int) -> Tuple[Callable, Call
         zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
         return obs.astype(jnp.float32), (key, state, jnp.zeros((), bool), zero_i, zero_f, zero_i)
 
-    def step_one(carry: Tuple[Any, ...], action: Any) -> Tuple[Any, ...]:
+    def step_one(carry: Tuple[Any, ...], action: Any, limit: Any) -> Tuple[Any, ...]:
         key, state, prev_done, t, ep_ret, ep_len = carry
         key, k_step, k_reset = jax.random.split(key, 3)
         obs_s, state_s, reward, term, _ = env.step_env(k_step, state, action, inner)
@@ -135,7 +135,7 @@ def _vector_functions(env: Any, params: Any, limit: int) -> Tuple[Callable, Call
         )
         return (obs, scalars.astype(jnp.float32)), (key, state, done, t, ep_ret, ep_len)
 
-    return jax.jit(jax.vmap(reset_one)), jax.jit(jax.vmap(step_one))
+    return jax.jit(jax.vmap(reset_one)), jax.jit(jax.vmap(step_one, in_axes=(0, 0, None)))
 
 
 def _response_action(policy_resp: PolicyResponse) -> Any:
@@ -149,7 +149,7 @@ class GymnaxEnv(BaseEnv):
     Args:
         config: Env config: ``name`` (a gymnax id), ``env_kwargs`` (``EnvParams`` fields), ``num_envs``,
             ``max_episode_steps``.
-        worker_index: Global worker index (makes ``env_id`` unique; offsets the default seed).
+        worker_index: Global worker index (makes ``env_id`` unique).
         preprocess_fn: `PolicyResponse` -> batched action (a tensor or an array of ``num_envs`` actions).
 
     Raises:
@@ -173,11 +173,14 @@ class GymnaxEnv(BaseEnv):
         self.max_episode_steps = int(limit)
         self.single_observation_space = gymnax_space(self.gymnax_env.observation_space(self.params))
         self.single_action_space = gymnax_space(self.gymnax_env.action_space(self.params))
-        key = (config.name, repr(sorted(dict(config.env_kwargs).items())), self.max_episode_steps)
-        if key not in _COMPILED:  # one jitted pair per env, params and limit in a process: compiled once per shape
-            _COMPILED[key] = _vector_functions(self.gymnax_env, self.params, self.max_episode_steps)
-        self._reset_fn, self._step_fn = _COMPILED[key]
-        self.device = torch.device(self._jax.devices()[0].platform.replace("gpu", "cuda"))
+        key = (config.name, repr(sorted(dict(config.env_kwargs).items())))
+        if key not in _COMPILED:  # one jitted pair per env and params in a process: compiled once per shape
+            _COMPILED[key] = _vector_functions(self.gymnax_env, self.params)
+        self._reset_fn, step = _COMPILED[key]
+        limit_j = self._jax.numpy.int32(self.max_episode_steps)  # an argument, not a constant: no recompilation
+        self._step_fn = lambda carry, action: step(carry, action, limit_j)
+        jax_device = self._jax.devices()[0]
+        self.device = torch.device("cuda", jax_device.id) if jax_device.platform == "gpu" else torch.device("cpu")
         self._discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
         self._carry: Optional[Tuple[Any, ...]] = None
         # The response's action as it is (a tensor stays a tensor); a custom preprocess_fn is used as given.
@@ -193,10 +196,11 @@ class GymnaxEnv(BaseEnv):
         jax = self._jax
         if seed is None:
             seed = int.from_bytes(os.urandom(4), "little")
-        return jax.random.split(jax.random.PRNGKey(int(seed) + self.worker_index), self.num_envs)
+        return jax.random.split(jax.random.PRNGKey(int(seed)), self.num_envs)
 
     def reset(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> EnvRet:
-        """Reset every sub-env; ``seed`` seeds the rows' JAX keys (None: a random seed)."""
+        """Reset every sub-env; ``seed`` seeds the rows' JAX keys (None: a random seed; the group gives each
+        worker its own seed)."""
         import torch
 
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
@@ -246,6 +250,14 @@ class GymnaxEnv(BaseEnv):
             )
         if isinstance(action, torch.Tensor):
             action = action.reshape(shape).to(torch.int32 if self._discrete else torch.float32).contiguous()
+            if self._discrete and action.device.type == "cpu":  # on a GPU this check would sync every step
+                n = self.single_action_space.n
+                bad = (action < 0) | (action >= n)
+                if bool(bad.any()):
+                    raise ValueError(
+                        f"env {self.env_id}: action {int(action[bad][0])} is outside {self.single_action_space}; "
+                        f"valid actions are 0..{n - 1}"
+                    )
             return self._jax.dlpack.from_dlpack(action)
         return jnp.asarray(action, dtype=jnp.int32 if self._discrete else jnp.float32).reshape(shape)
 

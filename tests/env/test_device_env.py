@@ -164,6 +164,9 @@ def test_bad_action_shape_is_the_callers_error():
     ) as e:
         env.step(PolicyResponse(env.env_id, action=torch.zeros(3, dtype=torch.int64)))
     assert is_caller_error(e.value)
+    with pytest.raises(ValueError, match=r"action 2 is outside Discrete\(2\); valid actions are 0..1") as e:
+        env.step(PolicyResponse(env.env_id, action=torch.full((16,), 2)))
+    assert is_caller_error(e.value)
     with pytest.raises(ValueError, match="step\\(\\) before reset"):
         GymnaxEnv(_config(16)).step(PolicyResponse(env.env_id, action=torch.zeros(16)))
 
