@@ -117,7 +117,7 @@ class Registry:
 BUFFERS = Registry("buffer", builtins="rlightning.buffer")
 """Data buffers by name (``buffer.type``): ``replay``, ``rollout``."""
 ENVS = Registry("env", builtins="rlightning.env")
-"""Env backends by name (``env.backend``): ``gymnasium``, ``pettingzoo``, ``rendezvous``."""
+"""Env backends by name (``env.backend``): ``gymnasium``, ``pettingzoo`` and the other registered `BaseEnv` classes."""
 POLICIES = Registry("policy", builtins="rlightning.policy")
 """Algorithms by name (``policy.type``), each with its config class."""
 ENGINE = Registry("engine", builtins="rlightning.engine")
