@@ -1,0 +1,84 @@
+"""Sweep overhead: K trials through ``lab.sweep`` against the same K runs built and run by hand, in one sitting.
+
+Both sides run the same K configs (CartPole PPO, one env worker each as a Ray actor) at the same time on
+the same local runtime: the hand side builds K runs with ``lab.build`` and ``run.start``s them together;
+the sweep side gives Tune the same K learning rates as a grid. The figure is the ratio of the wall-clock
+times (sweep / by hand; the issue's goal is at most 1.1), each side the median of ``--repeats`` rounds.
+
+    python benchmarks/sweep_overhead.py --trials 2 --iterations 20 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+
+from rlightning.notebook import Lab
+from rlightning.utils.config import apply_overrides, load_preset
+
+
+def config(run_dir: str, iterations: int):
+    return apply_overrides(
+        load_preset("cartpole_ppo"),
+        [
+            "env.num_workers=1",
+            "env.num_envs=4",
+            "env.num_cpus=0.5",
+            "train.rollout_steps=64",
+            f"train.iterations={iterations}",
+            "log.progress=false",
+            f"log.run_dir={run_dir}",
+        ],
+    )
+
+
+def by_hand(lab: Lab, cfg, lrs) -> float:
+    t0 = time.perf_counter()
+    runs = []
+    for i, lr in enumerate(lrs):
+        c = cfg.model_copy(deep=True)
+        c.policy.optim.lr = lr
+        runs.append(lab.build(c, name=f"hand{i}"))
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.wait()
+        run.close()
+    return time.perf_counter() - t0
+
+
+def through_sweep(lab: Lab, cfg, lrs, name: str) -> float:
+    t0 = time.perf_counter()
+    exp = lab.sweep(cfg, {"policy.optim.lr": list(lrs)}, stop={"iterations": cfg.train.iterations}, name=name)
+    exp.wait()
+    elapsed = time.perf_counter() - t0
+    assert set(exp.results_df()["iterations"]) == {cfg.train.iterations}
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cpus", type=int, default=4, help="logical CPUs of the local runtime")
+    args = parser.parse_args()
+    lrs = [1e-3 * (i + 1) for i in range(args.trials)]
+    lab = Lab.local(num_cpus=args.cpus)
+    hand, sweep = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config(tmp, args.iterations)
+        for r in range(args.repeats):  # alternate the sides so a load change hits both
+            hand.append(by_hand(lab, cfg, lrs))
+            sweep.append(through_sweep(lab, cfg, lrs, f"overhead{r}"))
+    lab.shutdown()
+    h, s = statistics.median(hand), statistics.median(sweep)
+    print(json.dumps({"trials": args.trials, "iterations": args.iterations, "hand_s": hand, "sweep_s": sweep}))
+    print(f"sweep / by hand wall-clock: {s / h:.2f} (median {s:.1f} s against {h:.1f} s; goal <= 1.1)")
+
+
+if __name__ == "__main__":
+    main()
