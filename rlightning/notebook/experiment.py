@@ -25,7 +25,7 @@ from rlightning.utils.logger import get_logger
 logger = get_logger(__name__)
 
 #: Columns of `Experiment.results_df` before the varied values.
-COLUMNS = ("trial_id", "status", "iterations", "env_steps", "last", "best", "error")
+COLUMNS = ("trial_id", "status", "iterations", "env_steps", "retries", "last", "best", "error")
 
 
 def _tracker_class() -> type:
@@ -55,6 +55,9 @@ def _tracker_class() -> type:
 
         def on_trial_error(self, iteration: int, trials: List[Any], trial: Any, **info: Any) -> None:
             self._update(trial, status="ERROR", error=_error_of(trial))
+
+        def on_trial_recover(self, iteration: int, trials: List[Any], trial: Any, **info: Any) -> None:
+            self._update(trial, status="RETRYING", error=_error_of(trial), retried=True)
 
     return _Tracker
 
@@ -169,7 +172,12 @@ class Experiment:
 
     # ------------------------------------------------------------------ state kept from Tune's callbacks
     def _update(
-        self, trial: Any, status: Optional[str] = None, result: Optional[Dict] = None, error: Optional[str] = None
+        self,
+        trial: Any,
+        status: Optional[str] = None,
+        result: Optional[Dict] = None,
+        error: Optional[str] = None,
+        retried: bool = False,
     ) -> None:
         with self._lock:
             entry = self._trials.get(trial.trial_id)
@@ -179,12 +187,15 @@ class Experiment:
                     "status": "PENDING",
                     "rows": [],
                     "error": None,
+                    "retries": 0,
                 }
                 self._order.append(trial.trial_id)
             if status is not None:
                 entry["status"] = status
             if error is not None:
                 entry["error"] = error
+            if retried:
+                entry["retries"] = entry.get("retries", 0) + 1
             if result is not None:
                 row = {k: v for k, v in result.items() if not isinstance(v, dict)}
                 entry["rows"].append(row)
@@ -228,7 +239,7 @@ class Experiment:
         return values[-1], best
 
     def results_df(self) -> Any:
-        """One row per trial: id, status, varied values, iterations, env steps, last and best metric, error."""
+        """One row per trial: id, status, varied values, iterations, env steps, retries, last and best metric, error."""
         import pandas as pd
 
         records = []
@@ -242,6 +253,7 @@ class Experiment:
                     **entry["params"],
                     "iterations": int(rows[-1].get("iteration", len(rows))) if rows else 0,
                     "env_steps": int(rows[-1].get("env_steps", 0)) if rows else 0,
+                    "retries": entry.get("retries", 0),
                     "last": last,
                     "best": best,
                     "error": entry["error"],

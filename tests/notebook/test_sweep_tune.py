@@ -73,10 +73,12 @@ def test_pbt_exploits_restore_the_donors_weights(lab, tmp_path):
 
 def test_a_trial_that_raises_is_reported_while_the_others_finish(lab, tmp_path):
     cfg = small_ppo(tmp_path, False, "env.num_workers=1", f"env.name={FLAKY}", "env.max_restarts=0")
-    exp = lab.sweep(cfg, {"env.env_kwargs": [{"fail_every": 0}, {"fail_every": 40}]}, stop={"iterations": 3})
+    space = {"env.env_kwargs": [{"fail_every": 0}, {"fail_every": 40}]}
+    exp = lab.sweep(cfg, space, stop={"iterations": 3}, max_failures=1)  # retried once, then reported
     df = exp.wait(timeout=300).results_df().set_index("status")
     assert sorted(df.index) == ["ERROR", "TERMINATED"]
     assert df.loc["TERMINATED", "iterations"] == 3 and pd.isna(df.loc["TERMINATED", "error"])
+    assert df.loc["ERROR", "retries"] == 1 and df.loc["TERMINATED", "retries"] == 0
     assert "simulator crashed" in df.loc["ERROR", "error"]
     from rlightning.widgets.experiment import ExperimentView
 
