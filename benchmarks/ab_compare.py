@@ -9,7 +9,9 @@ For every (item, case, side) measured by both trees it prints a markdown row: ea
 over runs of each tree, and B/A of those medians, with ``better`` / ``worse`` read from the item's direction
 (throughputs: higher is better; times: lower). ``--drop`` (default 0.05) marks a figure that got worse by more
 than that fraction. The item's extra columns (a capped PPO run's env steps and final return, cold start's
-phases) follow as ``side [extra]`` rows, marked ``(info)``: their direction depends on the run.
+phases) follow as ``side [extra]`` rows, marked ``(info)``: their direction depends on the run. Rows
+``side / limit`` hold each run's ratio of rlightning's figure to the same run's limit (the best limit side),
+whose B/A is steadier on a loaded machine than the raw figures'.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def medians(path: str) -> Dict[Key, Tuple[float, str]]:
             vals = [x for x in m.get("extras", {}).get(col, []) if isinstance(x, (int, float)) and x is not True]
             if vals and col not in ("solved", "capped"):
                 out[(m["item"], m["case"], f"{m['side']} [{col}]")] = (statistics.median(vals), col)
+    for (item, case, side), (value, _) in list(out.items()):  # ours / the same run's limit: load cancels partly
+        sides = {x.key: x for x in ITEMS[item].sides} if item in ITEMS else {}
+        limits = [out[(item, case, k)][0] for k, x in sides.items() if x.role == "limit" and (item, case, k) in out]
+        if side in sides and sides[side].role in ("ours", "info") and limits:
+            best = max(limits) if ITEMS[item].higher_is_better else min(limits)
+            out[(item, case, f"{side} / {ITEMS[item].limit_label}")] = (value / best, "ratio")
     return out
 
 
