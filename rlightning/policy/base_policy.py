@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlightning.policy.observations import obs_rows, writable
 from rlightning.policy.resources import in_ray_actor, ray_assigned_cpus, ray_gpu_ids, select_device, threads_for
 from rlightning.policy.utils import build_optimizer, run_coroutine
 from rlightning.policy.worker_host import PolicyWorkerHost
@@ -401,7 +402,7 @@ class BasePolicy:
         Tuple space), checked against ``space``."""
         if not isinstance(env_ret, EnvRet):
             raise TypeError(f"rollout expects EnvRet items, got {type(env_ret).__name__} at position {position}")
-        return _obs_rows(env_ret.observation, space, env_ret.env_id, "observation")
+        return obs_rows(env_ret.observation, space, env_ret.env_id, "observation")
 
     def _rollout_batched(self, env_rets: Sequence[EnvRet]) -> List[PolicyResponse]:
         if self.env_meta is None:
@@ -439,7 +440,7 @@ class BasePolicy:
         obs_list = [self._check_obs(r, i, space) for i, r in enumerate(env_rets)]
         counts = [leading_rows(o) for o in obs_list]
         batch = obs_list[0] if len(obs_list) == 1 else concat_rows(obs_list)
-        return _writable(batch), counts
+        return writable(batch), counts
 
     def _check_outputs(self, out: Dict[str, Any], total: int) -> None:
         for key, value in out.items():
@@ -636,44 +637,3 @@ class BasePolicy:
                 continue
             return cls.__name__
         return type(self).__name__
-
-
-def _obs_rows(obs: Any, space: Any, env_id: Any, what: str) -> Any:
-    """``obs`` (one env worker's batch) as arrays ``[num_envs, *space.shape]``, structured like ``space``."""
-    from gymnasium import spaces
-
-    if isinstance(space, spaces.Dict):
-        if not isinstance(obs, dict):
-            raise TypeError(
-                f"EnvRet {env_id!r}: {what} is a {type(obs).__name__}, the Dict observation space needs a dict "
-                f"with keys {sorted(space.spaces)}"
-            )
-        missing = [k for k in space.spaces if k not in obs]
-        if missing:
-            raise KeyError(f"EnvRet {env_id!r}: {what} lacks keys {missing} of its Dict space (got {sorted(obs)})")
-        return {k: _obs_rows(obs[k], sub, env_id, f"{what}[{k!r}]") for k, sub in space.spaces.items()}
-    if isinstance(space, spaces.Tuple):
-        if not isinstance(obs, (tuple, list)) or len(obs) != len(space.spaces):
-            raise TypeError(
-                f"EnvRet {env_id!r}: {what} needs a tuple of {len(space.spaces)} entries for its Tuple space, "
-                f"got {type(obs).__name__}"
-            )
-        return tuple(_obs_rows(o, sub, env_id, f"{what}[{i}]") for i, (o, sub) in enumerate(zip(obs, space.spaces)))
-    arr = np.asarray(obs)
-    expected = tuple(space.shape) if getattr(space, "shape", None) is not None else None
-    if expected is not None and (arr.ndim != 1 + len(expected) or tuple(arr.shape[1:]) != expected):
-        raise ValueError(
-            f"EnvRet {env_id!r}: {what} shape {tuple(arr.shape)} is not [num_envs, *{expected}]; "
-            "an env worker sends a leading num_envs dimension, also for num_envs == 1"
-        )
-    return arr
-
-
-def _writable(obs: Any) -> Any:
-    """``obs`` with writable arrays (zero-copy arrays from Ray's object store are read-only; torch wants
-    writable memory)."""
-    if isinstance(obs, dict):
-        return {k: _writable(v) for k, v in obs.items()}
-    if isinstance(obs, tuple):
-        return tuple(_writable(v) for v in obs)
-    return obs if obs.flags.writeable else obs.copy()
