@@ -234,7 +234,8 @@ class PPOPolicy(BasePolicy):
         carries over per env worker, called directly every call starts from a zero state.
 
         Eval-role copies with discrete actions, vector observations and plain MLP heads on the CPU act in numpy
-        (`_act_numpy`); everything else in torch.
+        (`_act_numpy`); everything else in torch. A Dict observation's ``action_mask`` entry restricts the
+        distribution (`rlightning.policy.networks.masks`).
         """
         mask = action_mask(obs, self.device)
         if (
