@@ -86,13 +86,13 @@ def carry_outputs(new: nbformat.NotebookNode, old: nbformat.NotebookNode) -> boo
     return True
 
 
-def execute(path: Path, timeout: int = 900) -> float:
-    """Execute a notebook in place from the notebooks folder; returns the seconds it took."""
+def execute(path: Path, timeout: int = 900, cwd: Path = HERE) -> float:
+    """Execute a notebook in place from ``cwd`` (the notebooks folder); returns the seconds it took."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
     t0 = time.perf_counter()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}})
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
     client.execute()
     seconds = time.perf_counter() - t0
     nbformat.write(nb, path)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-import time
 from pathlib import Path
 from typing import List
 
@@ -63,18 +62,6 @@ def build(src: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def execute(path: Path, timeout: int = 600) -> float:
-    """Execute a notebook in place from its folder; returns the seconds it took."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    t0 = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
-    seconds = time.perf_counter() - t0
-    nbformat.write(nb, path)
-    return seconds
-
-
 def main(argv: List[str]) -> int:
     """Write (and with ``--execute`` run) the course notebooks."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,7 +84,7 @@ def main(argv: List[str]) -> int:
         nbformat.write(nb, target)
         print(f"wrote {target.name} ({'outputs kept' if kept else 'no outputs: run with --execute'})")
         if args.execute:
-            print(f"executed {target.name} in {execute(target):.0f} s")
+            print(f"executed {target.name} in {mk.execute(target, timeout=600, cwd=HERE):.0f} s")
     return 0
 
 
