@@ -321,6 +321,34 @@ class Run:
 
         return StandalonePolicy.from_run(self)
 
+    def collect_dataset(
+        self,
+        path_or_id: str,
+        episodes: int = 10,
+        deterministic: bool = False,
+        noise: float = 0.0,
+        **kwargs: Any,
+    ) -> Any:
+        """Play the current policy for ``episodes`` episodes and write them as a Minari dataset (atomically).
+
+        ``noise`` adds exploration (a fraction of a Box's half-range as Gaussian noise; a Discrete action's
+        epsilon); ``ref_max_score="policy"`` records this policy's deterministic return as the expert
+        reference. See `rlightning.datasets.collect.collect_dataset` for the other arguments. Returns the
+        dataset's `DatasetInfo`. Needs ``pip install 'rlightning[minari]'``.
+        """
+        self._check_idle()
+        from rlightning.datasets.collect import collect_dataset
+
+        return collect_dataset(
+            self.policy(),
+            self.config,
+            path_or_id,
+            episodes=episodes,
+            deterministic=deterministic,
+            noise=noise,
+            **kwargs,
+        )
+
     def export(self, path: str, format: str = "onnx", action_mask: bool = False) -> Any:
         """Write the current policy's deterministic acting to ``path`` as ``"onnx"`` or ``"torchscript"``.
 
