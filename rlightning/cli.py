@@ -232,6 +232,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_collect(args: argparse.Namespace) -> int:
+    from rlightning.datasets.collect import collect_dataset
+    from rlightning.policy.standalone import load_policy
+
+    policy = load_policy(args.checkpoint)
+    ref_max: object = args.ref_max_score
+    if ref_max not in (None, "policy"):
+        try:
+            ref_max = float(ref_max)
+        except ValueError:
+            raise ValueError(f"--ref-max-score takes a number or 'policy', got {args.ref_max_score!r}") from None
+    info = collect_dataset(
+        policy,
+        policy.config,
+        args.output,
+        episodes=args.episodes,
+        deterministic=args.deterministic,
+        noise=args.noise,
+        seed=args.seed,
+        ref_max_score=ref_max,
+        overwrite=args.overwrite,
+    )
+    print(f"dataset         {info.path} (id {info.dataset_id})")
+    print(f"episodes        {info.total_episodes} ({info.total_steps} steps)")
+    print(f"return          {info.return_mean:.1f} (mean over the episodes)")
+    ref = f"random {info.ref_min_score:.1f}" if info.ref_min_score is not None else "random: not measured"
+    if info.ref_max_score is not None:
+        ref += f", expert {info.ref_max_score:.1f}"
+    print(f"reference       {ref}")
+    return 0
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     import yaml
 
@@ -337,6 +369,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="the sweep's folder name under <log.run_dir>/sweeps")
     p.add_argument("--resume", action="store_true", help="continue the sweep NAME without re-running finished trials")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("dataset", help="offline datasets (Minari): collect one from a checkpoint")
+    dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION", required=True)
+    p = dsub.add_parser("collect", help="play a checkpoint's policy and write the episodes as a Minari dataset")
+    p.add_argument("checkpoint", help="checkpoint folder written by train")
+    p.add_argument("output", help="dataset folder, or a Minari id such as pendulum/medium-v0")
+    p.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
+    p.add_argument("--deterministic", action="store_true", help="the policy's most likely actions (default: sampled)")
+    p.add_argument("--noise", type=float, default=0.0, help="exploration: Box half-range fraction / epsilon")
+    p.add_argument("--seed", type=int, default=None, help="seed of the env resets and the noise (default: config)")
+    p.add_argument("--ref-max-score", default=None, help="the expert's mean return, or 'policy' (this policy's)")
+    p.add_argument("--overwrite", action="store_true", help="replace a dataset already there")
+    p.set_defaults(func=cmd_dataset_collect)
 
     p = sub.add_parser("presets", help="list the packaged presets")
     p.set_defaults(func=cmd_presets)

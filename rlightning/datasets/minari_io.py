@@ -291,7 +291,7 @@ def write_episodes(
     folder = dataset_folder(path_or_id)
     if folder.exists() and not overwrite:
         raise FileExistsError(
-            f"a dataset (or another file) is at {str(folder)!r} already; pass overwrite=True to replace it"
+            f"a dataset (or another file) is at {str(folder)!r} already; pass overwrite=True (`--overwrite` on the command line) to replace it"
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
     dataset_id = str(path_or_id) if _is_id(path_or_id) else _folder_id(folder)
