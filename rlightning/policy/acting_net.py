@@ -36,11 +36,15 @@ ACTING_FAMILIES = ("actor_critic", "q", "squashed", "deterministic")
 
 
 def acting_family(policy: Any) -> str:
-    """How ``policy`` acts deterministically: one of `ACTING_FAMILIES`.
+    """How ``policy`` acts deterministically: one of `ACTING_FAMILIES` (its ``acting_family`` attribute when it
+    declares one; otherwise by its class).
 
     Raises:
         ValueError: a policy class none of them covers (the supported ``policy.type`` names listed).
     """
+    declared = getattr(policy, "acting_family", None)  # a policy may say which family it acts as (BC, IQL)
+    if declared in ACTING_FAMILIES:
+        return declared
     from rlightning.policy.algorithms.dqn import DQNPolicy
     from rlightning.policy.algorithms.ppo import PPOPolicy
     from rlightning.policy.algorithms.sac import SACPolicy
