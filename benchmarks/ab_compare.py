@@ -1,7 +1,8 @@
 """B/A ratios of every figure of ``benchmarks/run`` JSON results from two trees (runs alternated A, B, A, B ...).
 
-Each run of ``benchmarks/run --out <file>`` writes every side's figures; give the runs of tree A and of tree
-B (the same command on each tree, in one sitting)::
+Each run of ``benchmarks/run --out <file>`` writes every side's figures (so does a results file that
+``benchmarks/run`` writes without ``--out``); give the runs of tree A and of tree B (the same command on each
+tree, in one sitting)::
 
     python benchmarks/ab_compare.py --a a1.json,a2.json --b b1.json,b2.json
 
@@ -33,7 +34,8 @@ Key = Tuple[str, str, str]
 def medians(path: str) -> Dict[Key, Tuple[float, str]]:
     """(item, case, side) -> (median of the run's values, unit) for every measured figure of one run."""
     out = {}
-    for m in json.loads(Path(path).read_text())["measurements"]:
+    run = json.loads(Path(path).read_text())
+    for m in run.get("data", run)["measurements"]:  # a results file keeps the run under "data"
         if m.get("values"):
             out[(m["item"], m["case"], m["side"])] = (statistics.median(m["values"]), m.get("unit") or "")
         cols = ITEMS[m["item"]].extra_cols if m["item"] in ITEMS else ()

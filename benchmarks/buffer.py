@@ -253,9 +253,11 @@ def main() -> int:
             for name, make, cap in cases:
                 rows += sharded_case(name, make, cap, limits[name])
             release_ray()
-    print(f"buffer benchmark: chunks of {CHUNK}, batch {BATCH}, capacities {cart_cap} / {img_cap}, 1 torch thread")
+    head = f"buffer benchmark: chunks of {CHUNK}, batch {BATCH}, capacities {cart_cap} / {img_cap}, 1 torch thread"
+    print(head)
     print(f"{'case':<38}{'ours':>12}{'limit':>12}{'ratio':>8}  {'unit':<15}{'target'}")
     failed = False
+    table = {"columns": ["case", "ours", "limit", "ours / limit", "unit", "target"], "rows": []}
     for case, ours, limit, unit, gated in rows:
         ratio = ours / limit if limit else None
         target = f">= {TARGET}" if gated else ""
@@ -265,6 +267,15 @@ def main() -> int:
         ratio_s = f"{ratio:.2f}" if ratio is not None else "-"
         lim_s = fmt(limit) if limit else "-"
         print(f"{case:<38}{fmt(ours):>12}{lim_s:>12}{ratio_s:>8}  {unit:<15}{target}{mark}")
+        table["rows"].append([case, fmt(ours), lim_s, ratio_s, unit, target + mark])
+    from benchmarks.report import save
+
+    save(
+        "buffer",
+        "Buffer add and sample, local and sharded over 2 Ray actors, beside the in-process limit",
+        [{"text": head}, table],
+        data={"rows": rows, "quick": args.quick},
+    )
     return 1 if failed else 0
 
 

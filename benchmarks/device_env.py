@@ -21,7 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict, List
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -90,13 +92,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per env count")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, device env on {GymnaxEnv.__name__}; env steps/s, median of {args.rounds}")
-    print("| N | rl_gymnax | limit | rl_gymnasium | gymnax / limit (>= 0.7) | gymnax / gymnasium (> 1) |")
-    print("|---|---|---|---|---|---|")
+    lines = [
+        f"torch {torch.__version__}, device env on {GymnaxEnv.__name__}; env steps/s, median of {args.rounds}",
+        "| N | rl_gymnax | limit | rl_gymnasium | gymnax / limit (>= 0.7) | gymnax / gymnasium (> 1) |",
+        "|---|---|---|---|---|---|",
+    ]
+    print("\n".join(lines), flush=True)
+    raw = {}
     for n in (int(x) for x in args.envs.split(",")):
-        fig = {k: statistics.median(v) for k, v in measure(n, args.steps, args.rounds).items()}
+        raw[n] = measure(n, args.steps, args.rounds)
+        fig = {k: statistics.median(v) for k, v in raw[n].items()}
         a, lim, g = fig["rl_gymnax"], fig["limit"], fig["rl_gymnasium"]
-        print(f"| {n} | {a:,.0f} | {lim:,.0f} | {g:,.0f} | {a / lim:.2f} | {a / g:.2f} |")
+        lines.append(f"| {n} | {a:,.0f} | {lim:,.0f} | {g:,.0f} | {a / lim:.2f} | {a / g:.2f} |")
+        print(lines[-1], flush=True)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.report import save
+
+    save(
+        "device_env",
+        "The device-resident env (gymnax CartPole through DLPack) against its limit and gymnasium",
+        "\n".join(lines),
+        data={"steps": args.steps, "rounds": args.rounds, "env_steps_per_s": raw},
+    )
 
 
 if __name__ == "__main__":

@@ -127,8 +127,13 @@ def build_group(num_workers: int, num_envs: int, remote: bool) -> EnvGroup:
     return group
 
 
-def print_row(label: str, best: Dict[str, float], target: Optional[float]) -> None:
-    """One line: ours, the limit (fastest gymnasium vectorisation), both gymnasium figures, the ratio and target."""
+COLUMNS = ["config", "ours", "limit", "vector_ep", "sync", "/ limit", "ray floor", "/ floor", "target"]
+
+
+def print_row(label: str, best: Dict[str, float], target: Optional[float]) -> List[str]:
+    """One line: ours, the limit (fastest gymnasium vectorisation), both gymnasium figures, the ratio and target.
+
+    Returns the same figures as table cells (`COLUMNS`)."""
     limit = max(best["vector_entry_point"], best["sync"])
     ratio = best["ours"] / limit if limit else 0.0
     floor = best.get("floor")
@@ -141,6 +146,18 @@ def print_row(label: str, best: Dict[str, float], target: Optional[float]) -> No
         f"{best['sync']:>12,.0f} {ratio:>7.2f}x {floor_text}{verdict}",
         flush=True,
     )
+    figures = [best["ours"], limit, best["vector_entry_point"], best["sync"]]
+    floor_cells = [f"{floor:,.0f}", f"{best['ours'] / floor:.2f}x"] if floor else ["-", "-"]
+    return [label, *(f"{x:,.0f}" for x in figures), f"{ratio:.2f}x", *floor_cells, verdict.strip()]
+
+
+def save_table(rows: List[List[str]], seconds: float, reps: int) -> None:
+    """The table as a results file (``benchmarks/results/<date>-env.json``)."""
+    from benchmarks.report import save
+
+    head = f"EnvGroup env steps/s on {ENV}, random actions, best of {reps} runs of {seconds:g} s"
+    table = {"columns": COLUMNS, "rows": rows}
+    save("env", "EnvGroup stepping with random actions beside make_vec and the Ray floor", [{"text": head}, table])
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -159,11 +176,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         f"{'config':<14} {'ours':>12} {'limit':>12} {'vector_ep':>12} {'sync':>12} {'/limit':>8} "
         f"{'ray floor':>12} {'/floor':>8}"
     )
+    rows = []
     for n in NUM_ENVS:
         group = build_group(1, n, remote=False)
-        print_row(f"local x1 @ {n}", measure(group, n, seconds, reps), TARGETS["local"])
+        rows.append(print_row(f"local x1 @ {n}", measure(group, n, seconds, reps), TARGETS["local"]))
         group.close()
     if args.no_ray:
+        save_table(rows, seconds, reps)
         return
     from rlightning.utils.ray.runtime import acquire_ray, release_ray
 
@@ -174,11 +193,12 @@ def main(argv: Optional[List[str]] = None) -> None:
                 group = build_group(workers, n, remote=True)
                 floor, stop = ray_floor_stepper(group)
                 label = f"ray x{workers} @ {n}"
-                print_row(label, measure(group, workers * n, seconds, reps, floor), TARGETS.get(label))
+                rows.append(print_row(label, measure(group, workers * n, seconds, reps, floor), TARGETS.get(label)))
                 stop()
                 group.close()
     finally:
         release_ray()
+    save_table(rows, seconds, reps)
 
 
 if __name__ == "__main__":

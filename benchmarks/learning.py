@@ -330,7 +330,17 @@ def main() -> None:
                     runs.append(res)
                     print(json.dumps(res), flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (2-core machine: other jobs inflate wall-clock)")
-    print(table(runs))
+    text = table(runs)
+    print(text)
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.report import save
+
+    save(
+        "learning",
+        "Learning rows: evaluation after the published budget, beside the published figure and SB3",
+        text,
+        data=runs,
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(runs, f, indent=1)

@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -93,7 +93,9 @@ def build(strategy: str, remote: bool, cfg_kwargs=None):
     return build_policy_group(BigMLPPolicy, cfg, cluster, backend="gloo", placement=placement)
 
 
-def bench_sync(sizes: List[int], reps: int) -> None:
+def bench_sync(sizes: List[int], reps: int) -> List[Dict[str, Any]]:
+    """Weight sync latency per strategy and size; returns the printed table as blocks (see benchmarks/report.py)."""
+    table: Dict[str, Any] = {"columns": ["params", "MB", "strategy", "sync s", "memcpy s", "x limit", "ok"], "rows": []}
     print("\n== weight sync latency: train rank 0 -> 1 eval worker (median of", reps, "syncs) ==")
     print(f"{'params':>8} {'MB':>7} {'strategy':>13} {'sync s':>9} {'memcpy s':>9} {'x limit':>8}  ok")
     limits = {n: memcpy_time(n, reps) for n in sizes}
@@ -113,11 +115,15 @@ def bench_sync(sizes: List[int], reps: int) -> None:
                     f"{n / 1e6:>7.0f}M {mb:>7.0f} {name:>13} {t:>9.4f} {limits[n]:>9.4f} {t / limits[n]:>7.1f}x  {ok}",
                     flush=True,
                 )
+                row = [f"{n / 1e6:.0f}M", f"{mb:.0f}", name, f"{t:.4f}", f"{limits[n]:.4f}", f"{t / limits[n]:.1f}x"]
+                table["rows"].append([*row, str(ok)])
         finally:
             group.shutdown()
+    return [{"text": f"Weight sync latency: train rank 0 -> 1 eval worker (median of {reps} syncs)"}, table]
 
 
-def bench_rollout(calls: int) -> None:
+def bench_rollout(calls: int) -> List[Dict[str, Any]]:
+    """rollout_batch throughput beside the in-process forward pass; returns the printed table as blocks."""
     print("\n== rollout_batch throughput: 8 env workers x 16 envs per call, PPO 64x64 on CartPole spaces ==")
     meta = EnvMeta("CartPole-v1-0", gym.spaces.Discrete(2), gym.spaces.Box(-5, 5, (4,), np.float32), 16)
     rng = np.random.default_rng(0)
@@ -130,6 +136,10 @@ def bench_rollout(calls: int) -> None:
     t_local = median_time(lambda: local.rollout_batch(batch), calls)
     print(f"{'eval workers':>14} {'calls/s':>9} {'rows/s':>10} {'x in-process':>13}")
     print(f"{'in-process':>14} {1 / t_local:>9.0f} {rows / t_local:>10.0f} {1.0:>12.2f}x  (the limit)")
+    table = {
+        "columns": ["eval workers", "calls/s", "rows/s", "x in-process"],
+        "rows": [["in-process (the limit)", f"{1 / t_local:.0f}", f"{rows / t_local:.0f}", "1.00x"]],
+    }
     for n_eval in (1, 2):
         cluster = ClusterConfig(eval_worker_num=n_eval, eval_each_cpu_num=0.5)
         group = build_policy_group("ppo", PolicyConfig(), cluster, placement=Placement(remote_eval=True))
@@ -137,8 +147,11 @@ def bench_rollout(calls: int) -> None:
             group.construct_network(meta, seed=0)
             t = median_time(lambda g=group: g.rollout_batch(batch), calls)
             print(f"{n_eval:>14} {1 / t:>9.0f} {rows / t:>10.0f} {t_local / t:>12.2f}x", flush=True)
+            table["rows"].append([str(n_eval), f"{1 / t:.0f}", f"{rows / t:.0f}", f"{t_local / t:.2f}x"])
         finally:
             group.shutdown()
+    head = "rollout_batch throughput: 8 env workers x 16 envs per call, PPO 64x64 on CartPole spaces"
+    return [{"text": head}, table]
 
 
 def main() -> None:
@@ -152,14 +165,19 @@ def main() -> None:
     acquire_ray(num_cpus=8, num_gpus=0, include_dashboard=False, log_to_driver=False)
     torch.set_num_threads(1)
     print(f"cpus={os.cpu_count()} torch={torch.__version__} threads=1 (driver); actors 0.5 CPU each")
+    blocks: List[Dict[str, Any]] = []
     try:
         if not args.skip_sync:
             sizes = [1_000_000, 10_000_000] if args.quick else [1_000_000, 10_000_000, 100_000_000]
-            bench_sync(sizes, reps=3 if args.quick else 5)
+            blocks += bench_sync(sizes, reps=3 if args.quick else 5)
         if not args.skip_rollout:
-            bench_rollout(calls=20 if args.quick else 100)
+            blocks += bench_rollout(calls=20 if args.quick else 100)
     finally:
         release_ray()
+    if blocks:
+        from benchmarks.report import save
+
+        save("policy", "Weight sync latency per strategy, and rollout_batch inference throughput", blocks)
 
 
 if __name__ == "__main__":

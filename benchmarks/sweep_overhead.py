@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from rlightning.notebook import Lab
 from rlightning.utils.config import apply_overrides, load_preset
@@ -76,8 +78,21 @@ def main() -> None:
             sweep.append(through_sweep(lab, cfg, lrs, f"overhead{r}"))
     lab.shutdown()
     h, s = statistics.median(hand), statistics.median(sweep)
-    print(json.dumps({"trials": args.trials, "iterations": args.iterations, "hand_s": hand, "sweep_s": sweep}))
+    data = {"trials": args.trials, "iterations": args.iterations, "hand_s": hand, "sweep_s": sweep}
+    print(json.dumps(data))
     print(f"sweep / by hand wall-clock: {s / h:.2f} (median {s:.1f} s against {h:.1f} s; goal <= 1.1)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.report import save
+
+    text = (
+        "| trials | iterations | repeats | by hand s (median; each) | through `lab.sweep` s (median; each) "
+        "| sweep / by hand (goal <= 1.1) |\n|---|---|---|---|---|---|\n"
+        f"| {args.trials} | {args.iterations} | {args.repeats} | {h:.1f}; {', '.join(f'{x:.1f}' for x in hand)} "
+        f"| {s:.1f}; {', '.join(f'{x:.1f}' for x in sweep)} | {s / h:.2f} |"
+    )
+    save(
+        "sweep_overhead", "Sweep overhead: K trials through lab.sweep against the same K runs by hand", text, data=data
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections import deque
+from pathlib import Path
 from typing import Dict
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -176,14 +178,27 @@ def main() -> None:
             results[side] = rlightning_side(cfg, remote=side == "ray")
         print(f"{side}: {results[side]}", flush=True)
     limit = results.get("plain")
-    print("\n| side | seconds to solve | env steps | final mean return | seconds / plain loop |")
-    print("|---|---|---|---|---|")
+    lines = [
+        "| side | seconds to solve | env steps | final mean return | seconds / plain loop |",
+        "|---|---|---|---|---|",
+    ]
     for side, r in results.items():
         ratio = f"{r['seconds'] / limit['seconds']:.2f}" if limit else "-"
-        print(f"| {side} | {r['seconds']:.1f} | {r['env_steps']} | {r['return']:.1f} | {ratio} |")
-    print(
-        f"\nthreads: torch {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; "
-        f"target: mean return >= {TARGET} over the last {WINDOW} episodes"
+        lines.append(f"| {side} | {r['seconds']:.1f} | {r['env_steps']} | {r['return']:.1f} | {ratio} |")
+    lines += [
+        "",
+        f"threads: torch {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; "
+        f"target: mean return >= {TARGET} over the last {WINDOW} episodes",
+    ]
+    print("\n" + "\n".join(lines))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.report import save
+
+    save(
+        "train",
+        "Time to solve CartPole-v1 with cartpole_ppo: rlightning local and on Ray, beside a plain PPO loop",
+        "\n".join(lines),
+        data=results,
     )
     if args.json:
         with open(args.json, "w") as f:

@@ -39,7 +39,6 @@ from benchmarks.harness.report import (
 
 ROOT = venvs.ROOT
 PEERS_DIR = ROOT / "benchmarks" / "peers"
-RESULTS = ROOT / "benchmarks" / "results"
 THREADS = 1
 #: Items whose fresh process ``r`` of a side trains seed ``1 + r`` (medians over seeds, not over timing noise).
 SEEDED_ITEMS = ("ppo", "offpolicy")
@@ -281,7 +280,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument(
         "--ppo-cap", type=float, default=None, help="PPO: stop a side after this many seconds (quick: 20; 0: none)"
     )
-    p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<timestamp>.json)")
+    p.add_argument(
+        "--out", default=None, help="JSON path (default: a results file, benchmarks/results/<date>-<time>-run.json)"
+    )
     args = p.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 5)
     args.proc_repeats = args.proc_repeats or (1 if args.quick else 3)
@@ -368,26 +369,28 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"\n### Goals\n\n{summary}\n"
     )
     print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = Path(args.out) if args.out else RESULTS / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(
-        json.dumps(
-            {
-                "date": stamp,
-                "mode": mode,
-                "argv": sys.argv[1:] if argv is None else argv,
-                "threads": {"torch": THREADS, "OMP_NUM_THREADS": THREADS, "MKL_NUM_THREADS": THREADS},
-                "machine": machine(),
-                "versions": versions,
-                "measurements": measurements,
-                "goals": judge(measurements),
-                "markdown": text,
-                "seconds_total": round(time.time() - start, 1),
-            },
-            indent=1,
-        )
-    )
-    log(f"results in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}; {time.time() - start:.0f} s")
+    raw = {
+        "date": stamp,
+        "mode": mode,
+        "argv": sys.argv[1:] if argv is None else argv,
+        "threads": {"torch": THREADS, "OMP_NUM_THREADS": THREADS, "MKL_NUM_THREADS": THREADS},
+        "machine": machine(),
+        "versions": versions,
+        "measurements": measurements,
+        "goals": judge(measurements),
+        "markdown": text,
+        "seconds_total": round(time.time() - start, 1),
+    }
+    if args.out:  # a file of its own (an A/B run of another tree: benchmarks/ab_compare.py reads it)
+        path = Path(args.out)
+        path.write_text(json.dumps(raw, indent=1))
+        log(f"results in {path}; {time.time() - start:.0f} s")
+        return 0
+    from benchmarks.report import save  # the results file README.md's current figures come from
+
+    command = "benchmarks/run " + " ".join(sys.argv[1:] if argv is None else argv)
+    save("run", f"rlightning beside its peers and limits ({mode})", text, data=raw, command=command.strip())
+    log(f"{time.time() - start:.0f} s")
     return 0
 
 
