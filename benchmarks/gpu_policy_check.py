@@ -169,6 +169,10 @@ def main() -> None:
     finally:
         release_ray()
     print(f"\n{'strategy':>24} {'backend':>7} {'params':>8} {'MB':>6} {'sync s':>8} {'copy s':>8} {'x limit':>8}  ok")
+    table: Dict[str, Any] = {
+        "columns": ["strategy", "backend", "params", "MB", "sync s", "copy s", "x limit", "ok", "fallback"],
+        "rows": [],
+    }
     for r in results["rows"]:
         n = min(limits, key=lambda k: abs(k - r["params"]))
         name = r["strategy"] if r["effective"] == r["strategy"] else f"{r['strategy']}->{r['effective']}"
@@ -178,10 +182,26 @@ def main() -> None:
         )
         if r["fallback_reason"]:
             print(f"{'':>24} fallback: {r['fallback_reason']}")
+        table["rows"].append(
+            [name, str(r["backend"]), f"{r['params'] / 1e6:.1f}M", f"{r['mb']:.0f}", f"{r['sync_s']:.4f}"]
+            + [f"{limits[n]:.5f}", f"{r['sync_s'] / limits[n]:.0f}x", str(r["consistent"]), r["fallback_reason"] or ""]
+        )
     for strategy, err in results["errors"].items():
         print(f"{strategy}: FAILED {err}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    if table["rows"]:
+        from benchmarks.report import save
+
+        gpus = f"{n_gpus} x {torch.cuda.get_device_name(0)}" if cuda else "no CUDA: the same path on CPU, 1M model"
+        errors = "; ".join(f"{s}: FAILED {e}" for s, e in results["errors"].items())
+        text = f"{gpus}; {gpu_each} GPU per worker" + (f"; {errors}" if errors else "")
+        save(
+            "gpu_policy_check",
+            "GPU train and eval workers: weight sync per strategy beside a device copy",
+            [{"text": text}, table],
+            data=results,
+        )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ import copy
 import math
 import os
 import statistics
+import sys
 import tempfile
 import time
 from typing import Any, Callable, Dict, List
@@ -488,6 +489,7 @@ def main() -> None:
     p.add_argument("--set", nargs="*", default=[], help="config overrides for both sides (key=value)")
     a = p.parse_args()
     torch.set_num_threads(1)
+    runs = []
     for name in a.presets.split(","):
         if name not in DEFAULT_ITERS:
             raise SystemExit(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
@@ -498,6 +500,25 @@ def main() -> None:
             f"ours / floor median {r['ratio']:.2f} ({per})",
             flush=True,
         )
+        runs.append(r)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.report import save
+
+    lines = [
+        f"{a.clock} clock, {a.rounds} rounds, interleaved; overrides: {' '.join(a.set) or 'none'}",
+        "",
+        "| preset | ours ms / iteration | floor ms / iteration | ours / floor (median) | per round |",
+        "|---|---|---|---|---|",
+    ]
+    for r in runs:
+        per = ", ".join(f"{x:.2f}" for x in r["ratios"])
+        lines.append(f"| {r['preset']} | {r['ours_ms']:.2f} | {r['floor_ms']:.2f} | {r['ratio']:.2f} | {per} |")
+    save(
+        "offpolicy_floor",
+        "Off-policy presets against their floor (a plain torch + gymnasium loop)",
+        "\n".join(lines),
+        data=runs,
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
 
 
-def alternate(sides: dict, rounds: int, iters: int, timer) -> list:
-    """Per-round ratios of the first side's rate to the second's; prints every round and the medians."""
+def alternate(sides: dict, rounds: int, iters: int, timer) -> dict:
+    """Each side's rate per round and the per-round ratios (first / second); prints every round and the medians."""
     (a, run_a), (b, run_b) = sides.items()
     for fn in (run_a, run_b):
         fn()  # warm-up
@@ -49,7 +49,25 @@ def alternate(sides: dict, rounds: int, iters: int, timer) -> list:
         f"{a} / {b} median {statistics.median(ratios):.3f} (rounds {min(ratios):.3f}-{max(ratios):.3f})",
         flush=True,
     )
-    return ratios
+    return {"rates": rates, "ratios": ratios}
+
+
+def save_pair(a: argparse.Namespace, got: dict) -> None:
+    """The pair's medians as a results file (``benchmarks/results/<date>-pairs.json``)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.report import save
+
+    (first, rates_a), (second, rates_b) = got["rates"].items()
+    ratios = got["ratios"]
+    what = "pixel PPO" if a.pair == "pixelppo" else f"masked PPO, {a.case}"
+    text = (
+        f"{what}: {a.clock} clock, {a.rounds} rounds x {a.iters} iterations per side, sides alternated\n\n"
+        f"| pair | {first} env steps/s | {second} env steps/s | {first} / {second} (median) | rounds |\n"
+        "|---|---|---|---|---|\n"
+        f"| {a.pair} {a.case if a.pair == 'mask' else ''} | {statistics.median(rates_a):.1f} "
+        f"| {statistics.median(rates_b):.1f} | {statistics.median(ratios):.3f} | {min(ratios):.3f}-{max(ratios):.3f} |"
+    )
+    save("pairs", f"Two sides in one process, alternating rounds: {first} / {second} ({what})", text, data=got)
 
 
 def main() -> None:
@@ -80,7 +98,7 @@ def main() -> None:
             engine.step()
             return engine.env_steps - before
 
-        alternate({"rlightning": ours, "floor": floor.iteration}, a.rounds, a.iters, timer)
+        got = alternate({"rlightning": ours, "floor": floor.iteration}, a.rounds, a.iters, timer)
         engines = [engine]
         floor.env.close()
     else:
@@ -92,7 +110,7 @@ def main() -> None:
 
             acquire_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
         engines = [mp.build(a.case, True), mp.build(a.case, False)]
-        alternate(
+        got = alternate(
             {"masked": mp.iteration_of(engines[0]), "unmasked": mp.iteration_of(engines[1])},
             a.rounds,
             a.iters,
@@ -104,6 +122,7 @@ def main() -> None:
         from rlightning.utils.ray.runtime import release_ray
 
         release_ray()
+    save_pair(a, got)
 
 
 if __name__ == "__main__":
