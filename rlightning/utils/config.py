@@ -452,6 +452,11 @@ class TrainConfig(_Config):
     """Reset the envs (seeded) after each periodic checkpoint, so that a run resumed from any checkpoint
     repeats the uninterrupted run exactly; False: episodes run on across checkpoints and a resumed run starts
     new ones (episodes in flight are not in a checkpoint)."""
+    dataset: Optional[str] = None
+    """``offline`` engine: the Minari dataset it trains from (a folder, or a Minari id in Minari's local root)."""
+    dataset_stream: bool = False
+    """``offline`` engine: stream batches from a Ray Dataset split over the train workers, each reading only its
+    share where it runs (datasets larger than one node's memory); False: the dataset is loaded into the buffer."""
     max_policy_lag: int = Field(4, ge=0)
     """Async engine: most learner updates the acting weights may be behind the learner's; beyond it
     the rollout thread waits for the next weight sync (0: act only with the newest weights)."""
@@ -531,7 +536,7 @@ class MainConfig(_Config):
     """Everything a run needs; presets are YAML files of this shape."""
 
     engine: str = "syncrl"
-    """Engine registered in ``ENGINE`` (``syncrl``, ``asyncrl``, ``eval``)."""
+    """Engine registered in ``ENGINE`` (``syncrl``, ``asyncrl``, ``eval``, ``offline``)."""
     seed: int = Field(0, ge=0)
     """Seed for envs (worker index offsets it), torch and numpy."""
     env: EnvConfig = Field(default_factory=EnvConfig)
