@@ -221,6 +221,24 @@ class BasePolicy:
         """Take the data the next ``train()`` learns from (a TensorDict from the buffer)."""
         self.dataset = data
 
+    def set_data_source(self, source: Any) -> None:
+        """Keep a source of batches that lives with this worker (the offline engine's shard of a Ray Dataset,
+        read where this worker runs); `update_dataset_from_source` draws from it."""
+        self._data_source = source
+
+    def update_dataset_from_source(self, num_batches: int = 1) -> Dict[str, Any]:
+        """``update_dataset`` with the next ``num_batches`` batches of the `set_data_source` source
+        (``source.next_batches(num_batches)``, one TensorDict); returns ``source.report()`` (rows read so far).
+
+        Raises:
+            RuntimeError: no source was set.
+        """
+        source = getattr(self, "_data_source", None)
+        if source is None:
+            raise RuntimeError(f"{type(self).__name__}: update_dataset_from_source before set_data_source(source)")
+        self.update_dataset(source.next_batches(num_batches))
+        return source.report()
+
     def train(self) -> Dict[str, float]:
         """Run the updates on the current dataset; returns float metrics."""
         raise NotImplementedError(f"{type(self).__name__} must implement train()")
