@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 from ray import tune
-from scipy.stats import trim_mean
 
-from rlightning.notebook.stats import aggregates, iqm, probability_of_improvement
+from rlightning.notebook.stats import aggregates, probability_of_improvement
 from rlightning.notebook.sweep_space import check_metric, check_sweep
 from rlightning.utils.config import load_preset
 
@@ -89,33 +88,61 @@ def test_a_metric_never_reported_names_those_that_are(cfg):
     check_metric(check_sweep(cfg, {"policy.optim.lr": [1e-3]}, metric="clipfrac"))  # PPO's own: accepted
 
 
-def test_final_aggregates_are_the_estimators_on_the_same_numbers():
+def rliable_estimates(scores, func, reps, seed):
+    """rliable called directly, as its README does (its resampling draws from NumPy's global generator)."""
+    from rliable import library
+
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        return library.get_interval_estimates(scores, func, reps=reps, random_state=np.random.RandomState(seed))
+    finally:
+        np.random.set_state(state)
+
+
+def test_final_aggregates_equal_rliables_on_the_same_numbers():
+    from rliable import metrics
+
     rng = np.random.default_rng(3)
     a, b = rng.normal(100, 20, size=10), rng.normal(80, 20, size=7)
-    table = aggregates({"a": a, "b": b}, reps=1000, seed=1)
-    assert table.loc["a", "mean"] == pytest.approx(a.mean())
-    assert table.loc["b", "median"] == pytest.approx(np.median(b))
+    table = aggregates({"a": a, "b": b}, reps=300, seed=1)
+
+    def fn(x):
+        return np.array([metrics.aggregate_mean(x), metrics.aggregate_median(x), metrics.aggregate_iqm(x)])
+
+    points, intervals = rliable_estimates({"a": a[:, None], "b": b[:, None]}, fn, reps=300, seed=1)
+    for label in ("a", "b"):
+        for i, name in enumerate(("mean", "median", "iqm")):
+            assert table.loc[label, name] == pytest.approx(points[label][i])
+            assert table.loc[label, f"{name}_lo"] == pytest.approx(intervals[label][0, i])
+            assert table.loc[label, f"{name}_hi"] == pytest.approx(intervals[label][1, i])
+    assert table.loc["a", "mean"] == pytest.approx(a.mean()) and table.loc["b", "runs"] == 7
     assert table.loc["a", "iqm"] == pytest.approx(np.sort(a)[2:8].mean())  # the middle half of 10 runs
-    assert iqm(np.arange(1.0, 9.0)) == pytest.approx(4.5) == trim_mean(np.arange(1.0, 9.0), 0.25)
+    assert table.loc["a", "median"] == pytest.approx(a.mean())  # rliable's median is over tasks: one task here
     for name in ("mean", "median", "iqm"):
-        assert table.loc["a", f"{name}_lo"] <= table.loc["a", name] <= table.loc["a", f"{name}_hi"]
-    # The percentile bootstrap of the mean: the 2.5% and 97.5% quantiles of resampled means.
-    boot = np.random.default_rng(1)
-    means = np.sort([a[boot.integers(0, a.size, a.size)].mean() for _ in range(4000)])
-    assert table.loc["a", "mean_lo"] == pytest.approx(np.quantile(means, 0.025), abs=3.0)
-    assert table.loc["a", "mean_hi"] == pytest.approx(np.quantile(means, 0.975), abs=3.0)
-    assert aggregates({"a": a}, reps=1000, seed=1).equals(aggregates({"a": a}, reps=1000, seed=1))
-    with pytest.raises(ValueError, match=r"scores\['one'\] needs at least 2 runs"):
+        assert table.loc["a", f"{name}_lo"] < table.loc["a", name] < table.loc["a", f"{name}_hi"]
+    assert aggregates({"a": a}, reps=300, seed=1).equals(aggregates({"a": a}, reps=300, seed=1))
+    assert not aggregates({"a": a}, reps=300, seed=1).equals(aggregates({"a": a}, reps=300, seed=2))
+    tasks = np.stack([a[:7], b], axis=1)  # 7 runs x 2 tasks: the median is over the tasks' means
+    assert aggregates({"ab": tasks}, reps=300).loc["ab", "median"] == pytest.approx(np.median(tasks.mean(0)))
+    with pytest.raises(ValueError, match=r"scores\['one'\] needs at least 2 runs .*got shape \(1,\)"):
         aggregates({"one": [1.0]})
 
 
-def test_probability_of_improvement_counts_pairs_ties_half():
+def test_probability_of_improvement_is_rliables_pairs_ties_half():
+    from rliable import metrics
+
     assert probability_of_improvement([3, 4], [1, 2], reps=200)["p"] == 1.0
     assert probability_of_improvement([1, 2], [3, 4], reps=200)["p"] == 0.0
     x, y = [1.0, 2.0, 3.0], [2.0, 2.0, 0.0]
     pairs = [(a > b) + 0.5 * (a == b) for a in x for b in y]
-    poi = probability_of_improvement(x, y, reps=500)
+    poi = probability_of_improvement(x, y, reps=500, seed=4)
     assert poi["p"] == pytest.approx(np.mean(pairs)) and poi["lo"] <= poi["p"] <= poi["hi"]
+    xs, ys = np.asarray(x)[:, None], np.asarray(y)[:, None]
+    point, interval = rliable_estimates({"x,y": (xs, ys)}, metrics.probability_of_improvement, reps=500, seed=4)
+    assert (poi["lo"], poi["hi"]) == pytest.approx(tuple(np.ravel(interval["x,y"])))
+    with pytest.raises(ValueError, match=r"x and y need the same tasks"):
+        probability_of_improvement(np.ones((3, 2)), np.ones((3, 1)))
 
 
 def test_a_space_file_names_tune_domains():
