@@ -3,7 +3,8 @@
 Importing this package registers the built-in envs in ``ENVS``:
 ``"gymnasium"`` (`GymnasiumEnv`), ``"pettingzoo"`` (`PettingZooEnv`, PettingZoo parallel envs) and
 ``"rendezvous"`` (`RendezvousEnv`) and ``"gymnax"`` (`GymnaxEnv`, JAX envs on their device; jax imported
-only when one is built).
+only when one is built), ``"pettingzoo_aec"`` / ``"openspiel"`` (`TurnBasedEnv`, `OpenSpielEnv`: turn-based games
+against an opponent or a league).
 """
 
 from rlightning.env.base_env import BaseEnv
@@ -14,6 +15,7 @@ from rlightning.env.gymnax_env import GymnaxEnv
 from rlightning.env.multi_agent_env import RendezvousEnv
 from rlightning.env.pettingzoo_env import PettingZooEnv
 from rlightning.env.rollout_worker import RolloutResult, RolloutWorker
+from rlightning.env.turn_based_env import OpenSpielEnv, TurnBasedEnv
 from rlightning.env.utils.utils import default_env_preprocess_fn
 
 __all__ = [
@@ -22,10 +24,12 @@ __all__ = [
     "EnvWorkerError",
     "GymnasiumEnv",
     "GymnaxEnv",
+    "OpenSpielEnv",
     "PettingZooEnv",
     "RendezvousEnv",
     "RolloutResult",
     "RolloutWorker",
+    "TurnBasedEnv",
     "caller_error",
     "default_env_preprocess_fn",
     "resolve_env_spec",
