@@ -87,8 +87,19 @@ def make_parallel_env(name: str, env_kwargs: Optional[Dict[str, Any]] = None) ->
     if hasattr(factory, "parallel_env"):
         factory = factory.parallel_env
     if not callable(factory):
+        if hasattr(factory, "env"):
+            raise ValueError(
+                f"env {name!r} is a turn-based (AEC) PettingZoo env without parallel_env(); use "
+                "env.backend: pettingzoo_aec"
+            )
         raise ValueError(f"env {name!r}: {factory!r} is not a parallel_env factory")
     env = factory(**dict(env_kwargs or {}))
+    from pettingzoo.utils.env import AECEnv
+
+    if isinstance(env, AECEnv):
+        raise ValueError(
+            f"env {name!r} built a turn-based (AEC) env {type(env).__name__}; use env.backend: pettingzoo_aec"
+        )
     if not (hasattr(env, "possible_agents") and hasattr(env, "step") and hasattr(env, "observation_space")):
         raise ValueError(
             f"env {name!r} built a {type(env).__name__}, not a PettingZoo ParallelEnv (it needs possible_agents, "
