@@ -51,7 +51,13 @@ def build_engine(config: MainConfig, env_group: EnvGroup, policy_group: PolicyGr
         BaseEngine: the engine instance, wired and ready to ``step()``.
     """
     engine_cls = ENGINE.get(config.engine)
-    return engine_cls(config=config, env_group=env_group, policy_group=policy_group, buffer=buffer)
+    engine = engine_cls(config=config, env_group=env_group, policy_group=policy_group, buffer=buffer)
+    from rlightning.env.worker_slot import resolve_env_class
+
+    extend = getattr(resolve_env_class(config.env), "extend_engine", None)
+    if extend is not None:  # an env backend's driver-side part (a turn-based game's league)
+        extend(engine)
+    return engine
 
 
 class RunParts(NamedTuple):
