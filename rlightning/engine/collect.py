@@ -20,7 +20,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from rlightning.engine.step_chunks import StepChunks
-from rlightning.engine.step_pipeline import collect_pipelined
+from rlightning.env.rollout_loop import run_rollout
 from rlightning.env.utils.episodes import EpisodeIds
 from rlightning.env.utils.record_writer import start_done_flags
 from rlightning.types import BatchedData
@@ -80,7 +80,7 @@ class Collector:
 
     Attributes:
         pipelined: Per-step layout: keep one step in flight per env worker and act on each worker's EnvRet
-            as it comes (`collect_pipelined`) instead of acting on all, stepping all and waiting for all.
+            as it comes (in flight, see `collect_steps`) instead of acting on all, stepping all and waiting for all.
             None (the default): pipelined with two or more Ray env workers, lock-step otherwise.
     """
 
@@ -219,47 +219,33 @@ class Collector:
         return self.env_rets
 
     def collect_steps(self, num_steps: int) -> int:
-        """Step every env worker ``num_steps`` times, one policy-group call per step; returns env steps.
+        """Step every env worker ``num_steps`` times, the policy group acting; returns env steps.
 
-        The steps are written into one preallocated ``[N, T]`` record per env worker (`StepChunks`) and
-        stored at the end, one ``add_rollout`` per worker, as the env-worker layout stores them. With
-        `pipelined` (by default: two or more Ray env workers) each worker's next step is submitted as soon as
-        its EnvRet is in (`collect_pipelined`); the records are the same.
+        The rollout loop (`rlightning.env.rollout_loop.run_rollout`) drives the env group's workers as its
+        streams and the policy group as its actor. The steps are written into one preallocated ``[N, T]``
+        record per env worker (`StepChunks`) and stored at the end, one per worker, as the env-worker layout
+        stores them. With `pipelined` (by default: two or more Ray env workers) each worker's next step is
+        submitted as soon as its EnvRet is in and the answered steps are written while the next ones run;
+        the records are the same (for a stochastic policy the draws come in another order across workers).
         """
-        steps = 0
-        timing = self.timing
         self.flush()  # a step held by the one-step API
-        chunks = StepChunks(self.env_rets, num_steps, self._ids_of)
+        streams = _GroupStreams(self.env_group, self.env_rets, in_flight=self._pipelines())
+        chunks = StepChunks(self.env_rets, num_steps, self._ids_of, self.buffer.add_rollouts, self.truncate_restarted)
         try:
-            if self._pipelines():
-                return collect_pipelined(self, chunks, num_steps)
-            for t in range(num_steps):
-                t0 = time.perf_counter()
-                resps = self.act()
-                t1 = time.perf_counter()
-                record_latencies(timing, resps)
-                self.env_rets = next_rets = self.env_group.step(resps)
-                t2 = time.perf_counter()
-                restarted = self.env_group.pop_restarted_env_ids()
-                lost = chunks.write(resps, next_rets, restarted, t)
-                if lost:
-                    self.buffer.add_rollouts(lost)
-                self.truncate_restarted(restarted)
-                timing.add("inference", t1 - t0)
-                timing.add("env_step", t2 - t1)
-                timing.add("buffer_add", time.perf_counter() - t2)
-                steps += self.num_sub_envs
-                if self.stop_event.is_set():
-                    break
+            times = run_rollout(
+                streams,
+                _GroupActor(self.policy_group, self.timing),
+                chunks,
+                num_steps,
+                in_flight=streams.in_flight,
+                stop=self.stop_event,
+            )
         finally:
-            t0 = time.perf_counter()
-            # The value of each record's last next.obs (its bootstrap): one more inference, nothing stepped.
-            last = self.act() if chunks.wants_values else None
-            records = chunks.finish(last)
-            if records:
-                self.buffer.add_rollouts(records)
-            timing.add("buffer_add", time.perf_counter() - t0)
-        return steps
+            self.env_rets = streams.batch()
+        self.timing.add("inference", times.inference)
+        self.timing.add("env_step", times.env_step)
+        self.timing.add("buffer_add", times.write)
+        return times.env_steps({i: streams.rows(i) for i in streams.ids()})
 
     def _pipelines(self) -> bool:
         if self.pipelined is None:
@@ -312,6 +298,82 @@ class Collector:
         if self.in_env_workers:
             return self.collect_chunks(num_steps)
         return self.collect_steps(num_steps)
+
+
+class _GroupActor:
+    """The policy group as the rollout loop's actor: one ``rollout_batch`` call answers the given EnvRets."""
+
+    def __init__(self, policy_group: ActingGroup, timing: Any) -> None:
+        self.policy_group = policy_group
+        self.timing = timing
+
+    def _answer(self, ids: Sequence[str], rets: Sequence[Any]) -> Dict[str, Any]:
+        return dict(self.policy_group.rollout_batch(BatchedData(list(ids), list(rets))).items())
+
+    def act(self, ids: Sequence[str], rets: Sequence[Any]) -> List[Any]:
+        resps = self._answer(ids, rets)
+        record_latencies(self.timing, resps)
+        return [resps[i] for i in ids]
+
+    def values(self, ids: Sequence[str], rets: Sequence[Any]) -> List[Any]:
+        resps = self._answer(ids, rets)
+        return [getattr(resps[i], "value", None) for i in ids]
+
+
+class _GroupStreams:
+    """The env group's workers as the rollout loop's streams.
+
+    Lock step: a submitted step runs at `wait` (one ``EnvGroup.step`` for all). In flight: `submit` sends the
+    steps (``step_async``) and `wait` returns the first one answered (``collect_async``); asking Ray which
+    others are ready too is one more ``ray.wait``, which cost the per-step layout 3-4 % at 2x64, and the step
+    submitted last is rarely done by then. A worker that died or whose env raised comes back with its reset
+    EnvRet and is reported restarted.
+    """
+
+    def __init__(self, env_group: RolloutEnvs, env_rets: BatchedData, in_flight: bool) -> None:
+        self.env_group = env_group
+        self.in_flight = bool(in_flight)
+        self._order = list(env_rets.ids())
+        self._current = dict(env_rets.items())
+        self._rows = {i: int(start_done_flags(ret).shape[0]) for i, ret in self._current.items()}
+        self._pending: Optional[BatchedData] = None
+        self._sent = 0
+
+    def ids(self) -> List[str]:
+        return self._order
+
+    def rows(self, env_id: str) -> int:
+        return self._rows[env_id]
+
+    def current(self, env_id: str) -> Any:
+        return self._current[env_id]
+
+    def batch(self) -> BatchedData:
+        """Every worker's current EnvRet, in worker order."""
+        return BatchedData(self._order, [self._current[i] for i in self._order])
+
+    def submit(self, ids: Sequence[str], resps: Sequence[Any]) -> None:
+        batch = BatchedData(list(ids), list(resps))
+        if self.in_flight:
+            self.env_group.step_async(batch)
+            self._sent += len(ids)
+        else:
+            self._pending = batch
+
+    def wait(self, min_ready: int) -> Tuple[List[Tuple[str, Any]], List[str]]:
+        if self.in_flight:
+            ready = self.env_group.collect_async(min_ready=1, gather_ready=False)
+            self._sent -= len(ready)
+        else:
+            ready, self._pending = self.env_group.step(self._pending), None
+        self._current.update(ready.items())
+        return list(ready.items()), self.env_group.pop_restarted_env_ids()
+
+    def drain(self) -> None:
+        if self.in_flight and self._sent:
+            ready = self.env_group.collect_async(min_ready=self._sent)
+            self._current.update(ready.items())
+            self._sent = 0
 
 
 def record_latencies(timing: Any, resps: Any) -> None:

@@ -21,12 +21,16 @@ __all__ = ["StepChunks"]
 
 
 class StepChunks:
-    """Writers of one rollout of ``num_steps`` steps, one per env worker.
+    """Writers of one rollout of ``num_steps`` steps, one per env worker: the sink of the driver's rollout loop
+    (`rlightning.env.rollout_loop.run_rollout`).
 
     Args:
         env_rets: The EnvRets the rollout starts from (env id -> EnvRet).
         num_steps: T.
         ids_of: env id, EnvRet -> that env's `EpisodeIds` (kept by the collector across rollouts).
+        store: Called with the finished records (a list of ``[N, t]`` TensorDicts) to store them.
+        on_restarted: Called after each write with the env ids restarted since the last one (the collector
+            truncates their episodes in flight).
     """
 
     def __init__(
@@ -34,9 +38,13 @@ class StepChunks:
         env_rets: BatchedData,
         num_steps: int,
         ids_of: Callable[[str, Any], EpisodeIds],
+        store: Callable[[List[Any]], None],
+        on_restarted: Callable[[Sequence[str]], None],
     ) -> None:
         self.num_steps = int(num_steps)
         self._ids_of = ids_of
+        self._store = store
+        self._on_restarted = on_restarted
         self._writers: Dict[str, RecordWriter] = {}
         self._steps: Dict[str, int] = {}
         for env_id, ret in env_rets.items():
@@ -48,18 +56,16 @@ class StepChunks:
         self._writers[env_id] = RecordWriter(env_id, n, steps, ret.observation, start_done_flags(ret))
         self._steps[env_id] = 0
 
-    def write(self, resps: BatchedData, next_rets: BatchedData, restarted: Sequence[str], t: int) -> List[Any]:
-        """Step ``t``: each worker's response and next EnvRet; returns the records of restarted workers.
+    def write(self, items: Sequence[tuple], restarted: Sequence[str]) -> None:
+        """The answered steps ``(env id, t, response, next EnvRet)``; stores the records of restarted workers.
 
-        A restarted worker's next EnvRet is its reset: its steps so far become a record (returned, to be
-        stored before its episodes are truncated) and a new writer starts from the reset for the steps left.
+        A restarted worker's next EnvRet is its reset: its steps so far become a record (stored before its
+        episodes are truncated) and a new writer starts from the reset for the steps left.
         """
         done: List[Any] = []
-        after = dict(next_rets.items())
-        for env_id, resp in resps.items():
+        for env_id, t, resp, nxt in items:
             writer = self._writers.get(env_id)
-            nxt = after.get(env_id)
-            if writer is None or nxt is None:
+            if writer is None:
                 continue
             if env_id in restarted:
                 record = self._finish(env_id)
@@ -70,11 +76,11 @@ class StepChunks:
                     self._start(env_id, nxt, left)
                 continue
             out = response_arrays(resp, env_id, writer.num_envs)
-            writer.write_step(
-                self._steps[env_id], out, nxt.observation, nxt.last_reward, nxt.last_terminated, nxt.last_truncated
-            )
+            writer.write_ret(self._steps[env_id], out, nxt)
             self._steps[env_id] += 1
-        return done
+        if done:
+            self._store(done)
+        self._on_restarted(restarted)
 
     def _finish(self, env_id: str, last_value: Any = None) -> Any:
         writer = self._writers.pop(env_id)
@@ -83,16 +89,15 @@ class StepChunks:
             return None
         return arrays_to_record(writer.finish(self._ids_of(env_id, None), steps, last_value=last_value), env_id)
 
-    def finish(self, last_resps: Any = None) -> List[Any]:
-        """The ``[N, T]`` records of every worker (the steps written), in worker order.
+    def wants_value(self, env_id: str) -> bool:
+        """True when that worker's responses carry ``value`` (its record then needs the last one)."""
+        writer = self._writers.get(env_id)
+        return writer is not None and writer.extras is not None and "value" in writer.extras
 
-        ``last_resps``: responses to the current EnvRets; their ``value`` is each record's last ``next.value``.
-        """
-        values = {i: getattr(r, "value", None) for i, r in last_resps.items()} if last_resps is not None else {}
+    def finish(self, values: Dict[str, Any]) -> None:
+        """Store the ``[N, T]`` records of every worker (the steps written), in worker order; ``values``: env id
+        -> the value of its current EnvRet (each record's last ``next.value``)."""
         records = (self._finish(env_id, values.get(env_id)) for env_id in list(self._writers))
-        return [r for r in records if r is not None]
-
-    @property
-    def wants_values(self) -> bool:
-        """True when the policy's responses carry ``value`` (the records then need the last one)."""
-        return any(w.extras is not None and "value" in w.extras for w in self._writers.values())
+        done = [r for r in records if r is not None]
+        if done:
+            self._store(done)

@@ -43,8 +43,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from rlightning.env.acting import PolicyCopies
 from rlightning.env.errors import EnvWorkerError, classify_env_failure
-from rlightning.env.lockstep import can_step_together, collect_together
 from rlightning.env.recovery import WorkerRecovery, forgive
+from rlightning.env.rollout_loop import can_step_together, collect_local
 from rlightning.env.rollout_worker import RolloutResult
 from rlightning.env.step_payload import step_payloads
 from rlightning.env.utils.stats import GroupStats
@@ -465,7 +465,7 @@ class EnvGroup:
                 with ExitStack() as held:
                     for slot in self._slots:
                         held.enter_context(slot.handle.lock)
-                    results = collect_together(workers, num_steps)
+                    results = collect_local(workers, num_steps)
                 for slot, result in zip(self._slots, results):
                     if result.error is None or result.num_steps:  # it stepped cleanly since its last restart
                         forgive(slot)

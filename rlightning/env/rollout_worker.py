@@ -37,8 +37,9 @@ import numpy as np
 from rlightning.env.acting_policy import ActingPolicy, as_copy_factory, check_acting_policy
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error, is_caller_error
+from rlightning.env.rollout_loop import collect_local
 from rlightning.env.utils.episodes import EpisodeIds, episode_report
-from rlightning.env.utils.multi_agent_writer import active_of, agent_episode_report, multi_agent_writer
+from rlightning.env.utils.multi_agent_writer import agent_episode_report, multi_agent_writer
 from rlightning.env.utils.record_writer import RecordWriter, arrays_to_record, start_done_flags
 from rlightning.env.utils.tensor_record_writer import TensorRecordWriter, is_tensor_batch
 from rlightning.env.utils.utils import default_env_preprocess_fn
@@ -167,7 +168,6 @@ class RolloutWorker:
         self._episode_ids = EpisodeIds(self.num_envs, base=int(episode_id_base))
         self._policy: Optional[ActingPolicy] = None
         self._fast_acting = False
-        self._count_rollout: Optional[Callable[[int], None]] = None
         self._synced = False
 
     # ------------------------------------------------------------------ the env (seed API)
@@ -264,8 +264,6 @@ class RolloutWorker:
         self._synced = False  # its own initial weights until a sync loads the run's
         # Acting straight through compute_actions unless the copy answers EnvRets itself (or carries a state).
         self._fast_acting = bool(built.acts_on_observations) and not built.stateful_acting
-        # what rollout_batch would have counted (a copy's schedules may run on the rows it answered)
-        self._count_rollout = getattr(built, "count_rollout", None) if self._fast_acting else None
         return {"num_parameters": int(built.num_parameters()), "weight_version": int(built.weight_version)}
 
     def _require_policy(self, what: str) -> ActingPolicy:
@@ -359,43 +357,8 @@ class RolloutWorker:
                 dimension N.
             TypeError: a multi-agent observation that is not a dict of ``[N, ...]`` arrays per agent.
         """
-        policy = self._require_policy("collect")
-        run = self.start_rollout(num_steps)
-        fast, clock, count = self._fast_acting, time.perf_counter, self._count_rollout
-        defer = run.defer_value
-        for _ in range(run.num_steps):
-            t0 = clock()
-            try:
-                if fast:  # deferred values need it too (start_rollout)
-                    obs = run.env_ret.observation
-                    if defer:
-                        out = policy.compute_actions(obs, deterministic=policy.deterministic, with_value=False)
-                    else:
-                        out = policy.compute_actions(obs, deterministic=policy.deterministic)
-                    if count is not None:
-                        count(self.num_envs)
-                else:
-                    out = policy.rollout_batch([run.env_ret])[0].to_dict()
-            except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
-                caller_error(err)
-                raise
-            run.inference += clock() - t0
-            if not self.step_rollout(run, out):
-                break
-        if defer:
-            self.fill_values(run, policy)
-            if count is not None:
-                count(self.num_envs)
-        elif "value" in out and run.error is None:  # the value of the last next.obs: its bootstrap
-            t0 = clock()
-            if policy.stateful_acting:  # through the EnvRet: a recurrent policy acts from the state it stands at
-                run.last_value = policy.rollout_batch([run.env_ret])[0].value
-            else:
-                run.last_value = policy.compute_actions(run.env_ret.observation, deterministic=True)["value"]
-                if count is not None:
-                    count(self.num_envs)
-            run.inference += clock() - t0
-        return self.finish_rollout(run)
+        self._require_policy("collect")
+        return collect_local([self], num_steps)[0]
 
     def start_rollout(self, num_steps: int) -> _Rollout:
         """Begin a rollout of ``num_steps`` from where the env stands (see `collect`, which drives one).
@@ -445,14 +408,14 @@ class RolloutWorker:
             raise
         run.inference += time.perf_counter() - t0
 
-    def step_rollout(self, run: _Rollout, out: Dict[str, Any]) -> bool:
-        """One step of ``run``: act with the policy outputs ``out`` (``action`` and extras, ``[N, ...]``).
+    def step_env(self, run: _Rollout, out: Dict[str, Any]) -> Optional[EnvRet]:
+        """Step the env of ``run`` with the policy outputs ``out`` (``action`` and extras, ``[N, ...]``).
 
         Returns:
-            False when the env's own ``step`` raised: ``run`` ends there, the exception in its ``error``.
+            The env's next EnvRet (now the one it stands at); None when the env's own ``step`` raised: ``run``
+            ends there, the exception in its ``error``.
         """
         t1 = time.perf_counter()
-        t = run.steps
         try:
             env_ret = self.env.step(PolicyResponse(self.env_id, weight_version=run.version, **out))
         except Exception as err:  # noqa: BLE001 - the env's own failure ends the rollout; the group recreates it
@@ -460,19 +423,21 @@ class RolloutWorker:
                 raise
             run.error = _portable_error(err, self.env_id)
             run.stepping += time.perf_counter() - t1
-            return False
+            return None
         self._current = run.env_ret = env_ret  # whatever fails next, the env moved on
-        term, trunc = env_ret.last_terminated, env_ret.last_truncated
+        run.stepping += time.perf_counter() - t1
+        return env_ret
+
+    def write_step(self, run: _Rollout, out: Dict[str, Any], env_ret: EnvRet) -> None:
+        """Write step ``run.steps``: the outputs ``out`` acted on and the EnvRet the env answered; count the
+        episodes that ended."""
+        t1 = time.perf_counter()
         try:
-            if type(run.writer) is RecordWriter:
-                run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc)
-            elif type(run.writer) is TensorRecordWriter:
-                run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc, env_ret.info)
-            else:  # multi-agent: which agents act next comes with the EnvRet
-                run.writer.write_step(t, out, env_ret.observation, env_ret.last_reward, term, trunc, active_of(env_ret))
+            run.writer.write_ret(run.steps, out, env_ret)
         except (KeyError, TypeError, ValueError) as err:
             caller_error(err)
             raise
+        term, trunc = env_ret.last_terminated, env_ret.last_truncated
         if type(term) is np.ndarray and type(trunc) is np.ndarray and type(run.writer) is RecordWriter:
             done = term | trunc
             if done.any():
@@ -488,9 +453,8 @@ class RolloutWorker:
             if type(run.writer) is not RecordWriter:
                 for agent, got in agent_episode_report(env_ret).items():
                     run.result.agent_episode_returns.setdefault(agent, []).extend(got)
-        run.steps = t + 1
+        run.steps += 1
         run.stepping += time.perf_counter() - t1
-        return True
 
     def finish_rollout(self, run: _Rollout) -> RolloutResult:
         """End ``run``: its arrays (the steps taken), timing and episode statistics."""

@@ -1,4 +1,4 @@
-"""Tests of rlightning/engine/step_pipeline.py: the per-step layout with one step in flight per env worker
+"""Tests of the rollout loop in flight (`run_rollout` with `in_flight=True`): the per-step layout with one step in flight per env worker
 stores what the lock-step loop stores."""
 
 import numpy as np

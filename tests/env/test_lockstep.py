@@ -1,4 +1,4 @@
-"""Local env workers stepped in lock step (one forward pass per step for all of them, `rlightning.env.lockstep`):
+"""Local env workers stepped in lock step (one forward pass per step for all of them, `rlightning.env.rollout_loop`):
 what they store, and what happens when one's env raises."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ FLAKY = "tests.support.env_flaky:Flaky-v0"  # importing the module registers Fla
 def _count_lockstep(monkeypatch, enabled: bool = True) -> list:
     """Count the group's lock-step collections; ``enabled=False`` makes every worker collect on its own."""
     calls = []
-    real = env_group_module.collect_together
-    monkeypatch.setattr(env_group_module, "collect_together", lambda *a: calls.append(1) or real(*a))
+    real = env_group_module.collect_local
+    monkeypatch.setattr(env_group_module, "collect_local", lambda *a: calls.append(1) or real(*a))
     if not enabled:
         monkeypatch.setattr(env_group_module, "can_step_together", lambda workers: False)
     return calls

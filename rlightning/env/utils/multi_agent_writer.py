@@ -133,6 +133,19 @@ class MultiAgentRecordWriter:
             for a, m in _check_agents(active, self.agents, f"env {self.env_id}: info['active']").items():
                 self.active[a][:, t + 1] = m
 
+    def write_ret(self, t: int, out: Mapping[str, Any], env_ret: Any) -> None:
+        """Step ``t``: the policy's per-agent outputs and the EnvRet the env answered them with (`write_step`;
+        which agents act next comes with it)."""
+        self.write_step(
+            t,
+            out,
+            env_ret.observation,
+            env_ret.last_reward,
+            env_ret.last_terminated,
+            env_ret.last_truncated,
+            active_of(env_ret),
+        )
+
     def finish(self, episodes: EpisodeIds, steps: Optional[int] = None, last_value: Any = None) -> Dict[str, Any]:
         """The rollout's arrays (``agents`` holds one dict per agent); see `multi_agent_arrays_to_record`."""
         n = self.num_envs

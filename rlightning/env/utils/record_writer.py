@@ -130,6 +130,12 @@ class RecordWriter:
         self.terminated[:, t] = terminated
         self.truncated[:, t] = truncated
 
+    def write_ret(self, t: int, out: Mapping[str, Any], env_ret: Any) -> None:
+        """Step ``t``: the policy's outputs and the EnvRet the env answered them with (`write_step`)."""
+        self.write_step(
+            t, out, env_ret.observation, env_ret.last_reward, env_ret.last_terminated, env_ret.last_truncated
+        )
+
     def fill_values(self, value_fn: Callable[[np.ndarray], Any], steps: int) -> np.ndarray:
         """Set the ``value`` extra of the first ``steps`` steps to ``value_fn`` of their observations, in one call.
 

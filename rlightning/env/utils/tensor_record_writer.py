@@ -109,6 +109,18 @@ class TensorRecordWriter:
             self.episode_return[:, t] = info["episode_return"]
             self.episode_length[:, t] = info["episode_length"]
 
+    def write_ret(self, t: int, out: Mapping[str, Any], env_ret: Any) -> None:
+        """Step ``t``: the policy's outputs and the EnvRet the env answered them with (`write_step`)."""
+        self.write_step(
+            t,
+            out,
+            env_ret.observation,
+            env_ret.last_reward,
+            env_ret.last_terminated,
+            env_ret.last_truncated,
+            env_ret.info,
+        )
+
     def finish(self, episodes: EpisodeIds, steps: Optional[int] = None, last_value: Any = None) -> Dict[str, Any]:
         """The rollout's tensors (default: all T steps) in `RecordWriter.finish`'s layout, episode ids from
         ``episodes`` (its counters move on as the numpy writer's would)."""

@@ -1,0 +1,323 @@
+"""The rollout loop: every placement collects its steps through `run_rollout`.
+
+A rollout is up to T steps of a set of env *streams*, answered by one *actor*, each
+answered step written by a *sink*:
+
+- in an env worker (``cluster.inference="env_workers"``, `RolloutWorker.collect`):
+  one local stream, the worker's policy copy acting (`CopyActor`);
+- in lock step over the local env workers of a group (`collect_local`): several
+  local streams, worker 0's copy acting for all their rows with one forward pass;
+- per step from the driver (``"eval_workers"``, `Collector.collect_steps`): the env
+  group's workers as streams, local or Ray, the policy group acting; with two or
+  more Ray workers *in flight*: each worker's next step is submitted as soon as its
+  EnvRet is in, and the answered steps are written while the next ones run.
+
+The three roles, as the loop calls them (``ids`` and ``rets`` are aligned lists)::
+
+    streams.ids() / rows(id) / current(id)     # the streams, their rows N, the EnvRet each stands at
+    streams.submit(ids, outs)                  # start a step of each with the actor's outputs
+    streams.wait(min_ready) -> answered, restarted
+        # answered: (id, next EnvRet) pairs, the next EnvRet None when that stream ended (its env raised in
+        # this process); restarted: ids whose worker was recreated since (their next EnvRet is a reset)
+    streams.drain()                            # after an error: let the steps in flight finish
+    actor.act(ids, rets) -> outs               # one output per stream (its ``[N, ...]`` action and extras)
+    actor.values(ids, rets) -> values          # the critic's values of those EnvRets (the bootstraps)
+    sink.write(items, restarted)               # items: (id, t, out, next EnvRet) of one wait
+    sink.wants_value(id) / sink.finish(values) # which records need a bootstrap; end the rollout with them
+
+The bootstrap values are asked for in one place, at the end of the loop, of the actor
+that acted. A stopped rollout (``stop`` set) submits no new step; steps in flight are
+awaited and written first.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rlightning.env.errors import caller_error
+
+__all__ = ["CopyActor", "RolloutTimes", "can_step_together", "collect_local", "run_rollout"]
+
+
+@dataclass
+class RolloutTimes:
+    """Seconds of one rollout: acting (and each stream's share of it, by rows), stepping, writing."""
+
+    inference: float = 0.0
+    env_step: float = 0.0
+    write: float = 0.0
+    inference_of: Dict[str, float] = field(default_factory=dict)
+    steps_of: Dict[str, int] = field(default_factory=dict)
+
+    def env_steps(self, rows: Dict[str, int]) -> int:
+        """Env steps taken: each stream's steps times its rows."""
+        return sum(t * rows[i] for i, t in self.steps_of.items())
+
+
+def run_rollout(
+    streams: Any,
+    actor: Any,
+    sink: Any,
+    num_steps: int,
+    *,
+    in_flight: bool = False,
+    stop: Any = None,
+) -> RolloutTimes:
+    """Step every stream of ``streams`` up to ``num_steps`` times with ``actor``'s outputs, writing into ``sink``.
+
+    Args:
+        streams, actor, sink: See the module docstring.
+        num_steps: T, steps per stream (>= 1).
+        in_flight: Submit each stream's next step as soon as its answer is in and write the answered steps
+            while the next ones run (remote streams). False: lock step (act for all, step all, wait for all).
+        stop: An object with ``is_set()`` (a `threading.Event`): once set, no new step is submitted.
+
+    Returns:
+        The rollout's `RolloutTimes` (the loop's own seconds and the steps each stream took).
+
+    Raises:
+        What the actor, the streams or the sink raise; steps in flight are awaited first.
+    """
+    order = list(streams.ids())
+    rows = {i: int(streams.rows(i)) for i in order}
+    times = RolloutTimes(inference_of=dict.fromkeys(order, 0.0), steps_of=dict.fromkeys(order, 0))
+    steps = times.steps_of
+    sent: Dict[str, Any] = {}
+    clock = time.perf_counter
+
+    def share(ids: Sequence[str], spent: float) -> None:
+        times.inference += spent
+        total = sum(rows[i] for i in ids) or 1
+        for i in ids:
+            times.inference_of[i] += spent * rows[i] / total
+
+    def submit(ids: List[str]) -> None:
+        if not ids or (stop is not None and stop.is_set()):
+            return
+        t0 = clock()
+        outs = actor.act(ids, [streams.current(i) for i in ids])
+        t1 = clock()
+        share(ids, t1 - t0)
+        streams.submit(ids, outs)
+        times.env_step += clock() - t1
+        sent.update(zip(ids, outs))
+
+    ok = False
+    try:
+        submit(order)
+        while sent:
+            t0 = clock()
+            answered, restarted = streams.wait(1 if in_flight else len(sent))
+            t1 = clock()
+            times.env_step += t1 - t0
+            items = []
+            again = []
+            for i, nxt in answered:
+                out = sent.pop(i)
+                if nxt is None:  # the stream ended (its env raised): nothing more of it is written
+                    continue
+                items.append((i, steps[i], out, nxt))
+                steps[i] += 1
+                if steps[i] < num_steps:
+                    again.append(i)
+            again = [i for i in order if i in set(again)]  # worker order: a seeded run acts in the same order
+            if in_flight:
+                submit(again)
+            t1 = clock()
+            sink.write(items, restarted)
+            times.write += clock() - t1
+            if not in_flight:
+                submit(again)
+        ok = True
+    finally:
+        if sent:  # an error while steps were in flight: let them finish so the streams can be used again
+            try:
+                streams.drain()
+            except Exception:  # noqa: BLE001 - the first error is the one raised
+                pass
+        values: Dict[str, Any] = {}
+        if ok:
+            want = [i for i in order if sink.wants_value(i)]
+            if want:
+                t0 = clock()
+                got = actor.values(want, [streams.current(i) for i in want])
+                share(want, clock() - t0)
+                values = dict(zip(want, got))
+        t0 = clock()
+        sink.finish(values)
+        times.write += clock() - t0
+    return times
+
+
+class CopyActor:
+    """A policy copy in this process acting for the rows of one or more local streams.
+
+    Acting straight through ``compute_actions`` (``fast``), the streams' observations are concatenated and
+    answered with one forward pass; otherwise (a copy that answers EnvRets itself, or carries a recurrent
+    state) each stream's EnvRet goes through ``rollout_batch``. ``defer``: act without the critic; the values
+    of every observation are asked for once, when the rollout ends (``values_after_rollout``).
+    """
+
+    def __init__(self, policy: Any, rows: Dict[str, int], fast: bool, defer: bool = False) -> None:
+        self.policy = policy
+        self.rows = dict(rows)
+        self.fast = bool(fast)
+        self.defer = bool(defer) and self.fast
+        self._count = getattr(policy, "count_rollout", None) if self.fast else None
+
+    @property
+    def weight_version(self) -> int:
+        """The version of the weights that act."""
+        return int(self.policy.weight_version)
+
+    def count(self, rows: int) -> None:
+        """Count ``rows`` answered (what ``rollout_batch`` would have counted: a copy's schedules run on them)."""
+        if self._count is not None:
+            self._count(rows)
+
+    def act(self, ids: Sequence[str], rets: Sequence[Any]) -> List[Dict[str, Any]]:
+        policy = self.policy
+        try:
+            if not self.fast:
+                return [policy.rollout_batch([ret])[0].to_dict() for ret in rets]
+            obs, sizes = _joined([ret.observation for ret in rets], [self.rows[i] for i in ids])
+            if self.defer:
+                out = policy.compute_actions(obs, deterministic=policy.deterministic, with_value=False)
+            else:
+                out = policy.compute_actions(obs, deterministic=policy.deterministic)
+            self.count(sum(sizes))
+        except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
+            caller_error(err)
+            raise
+        return _split(out, sizes)
+
+    def values(self, ids: Sequence[str], rets: Sequence[Any]) -> List[Any]:
+        policy = self.policy
+        try:
+            if not self.fast:  # through the EnvRet: a recurrent policy acts from the state it stands at
+                return [policy.rollout_batch([ret])[0].value for ret in rets]
+            obs, sizes = _joined([ret.observation for ret in rets], [self.rows[i] for i in ids])
+            value = policy.compute_actions(obs, deterministic=True)["value"]
+            self.count(sum(sizes))
+        except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
+            caller_error(err)
+            raise
+        return [part["value"] for part in _split({"value": value}, sizes)]
+
+
+def _joined(observations: Sequence[Any], sizes: List[int]) -> Tuple[Any, List[int]]:
+    if len(observations) == 1:
+        return observations[0], sizes
+    return np.concatenate(observations, axis=0), sizes
+
+
+def _split(out: Dict[str, Any], sizes: List[int]) -> List[Dict[str, Any]]:
+    if len(sizes) == 1:
+        return [out]
+    parts, start = [], 0
+    for n in sizes:
+        rows = slice(start, start + n)
+        parts.append({k: v[rows] for k, v in out.items()})
+        start += n
+    return parts
+
+
+def can_step_together(workers: Sequence[Any]) -> bool:
+    """True when local ``workers`` can share one forward pass per step: every copy acts straight through
+    ``compute_actions`` with the same synced weights and mode, on array observations of one shape."""
+    if len(workers) < 2 or not all(w.acts_on_observations and w.weights_synced for w in workers):
+        return False  # copies that were never synced hold their own initial weights
+    versions = {int(w.policy.weight_version) for w in workers}
+    if len(versions) != 1 or len({bool(w.policy.deterministic) for w in workers}) != 1:
+        return False
+    shapes = set()
+    for w in workers:
+        obs = getattr(w.current_env_ret, "observation", None)
+        if type(obs) is not np.ndarray or obs.ndim < 1 or obs.shape[0] != w.num_envs:
+            return False
+        shapes.add((obs.shape[1:], obs.dtype))
+    return len(shapes) == 1
+
+
+class _WorkerStreams:
+    """Env workers in this process as streams (stepped one after another) and as the sink of their own runs."""
+
+    def __init__(self, workers: Sequence[Any], runs: Sequence[Any]) -> None:
+        self._of = {w.env_id: (w, run) for w, run in zip(workers, runs)}
+        self._answered: List[Tuple[str, Any]] = []
+        self._last: Dict[str, Dict[str, Any]] = {}
+        self.actor: Optional[CopyActor] = None
+
+    def ids(self) -> List[str]:
+        return list(self._of)
+
+    def rows(self, env_id: str) -> int:
+        return self._of[env_id][0].num_envs
+
+    def current(self, env_id: str) -> Any:
+        return self._of[env_id][1].env_ret
+
+    def submit(self, ids: Sequence[str], outs: Sequence[Dict[str, Any]]) -> None:
+        for env_id, out in zip(ids, outs):
+            worker, run = self._of[env_id]
+            self._answered.append((env_id, worker.step_env(run, out)))
+
+    def wait(self, min_ready: int) -> Tuple[List[Tuple[str, Any]], Sequence[str]]:
+        answered, self._answered = self._answered, []
+        return answered, ()
+
+    def drain(self) -> None:
+        self._answered = []
+
+    def write(self, items: Sequence[tuple], restarted: Sequence[str]) -> None:
+        for env_id, _, out, nxt in items:
+            worker, run = self._of[env_id]
+            worker.write_step(run, out, nxt)
+            self._last[env_id] = out
+
+    def wants_value(self, env_id: str) -> bool:
+        run = self._of[env_id][1]
+        return not run.defer_value and run.error is None and "value" in self._last.get(env_id, ())
+
+    def finish(self, values: Dict[str, Any]) -> None:
+        deferred = False
+        for env_id, (worker, run) in self._of.items():
+            if run.defer_value:
+                worker.fill_values(run, self.actor.policy)
+                deferred = True
+            elif env_id in values:
+                run.last_value = values[env_id]
+        if deferred and self.actor is not None:
+            self.actor.count(sum(w.num_envs for w, _ in self._of.values()))
+
+
+def collect_local(workers: Sequence[Any], num_steps: int) -> List[Any]:
+    """Collect ``num_steps`` steps in each of the local ``workers``, acting with worker 0's policy copy.
+
+    One worker (`RolloutWorker.collect`), or several that `can_step_together` (one forward pass per step for
+    all their rows; each worker's inference seconds are its share of the rows). A worker whose env raises
+    stops there (its result holds the steps before, with ``error`` set) while the others go on.
+
+    Returns:
+        One `RolloutResult` per worker, in order.
+
+    Raises:
+        What `RolloutWorker.collect` raises.
+    """
+    runs = [w.start_rollout(num_steps) for w in workers]
+    policy = workers[0].policy
+    defer = all(run.defer_value for run in runs)  # the values of every observation when the rollout ends
+    for run in runs:
+        run.defer_value = defer
+    rows = {w.env_id: w.num_envs for w in workers}
+    actor = CopyActor(policy, rows, fast=workers[0].acts_on_observations, defer=defer)
+    streams = _WorkerStreams(workers, runs)
+    streams.actor = actor
+    times = run_rollout(streams, actor, streams, runs[0].num_steps)
+    for w, run in zip(workers, runs):
+        run.inference += times.inference_of[w.env_id]
+    return [w.finish_rollout(run) for w, run in zip(workers, runs)]
