@@ -530,6 +530,19 @@ class LogConfig(_Config):
     """Also write TensorBoard scalars (needs ``tensorboard`` installed)."""
     progress: bool = True
     """Show a progress bar in ``run()``."""
+    group: Optional[str] = None
+    """The experiment the run belongs to: MLflow's experiment and W&B's group (a sweep sets its name)."""
+    mlflow: bool = False
+    """Also log the run (each sweep trial) as one MLflow run: its config as params, its metrics each iteration."""
+    mlflow_uri: Optional[str] = None
+    """MLflow tracking URI, e.g. an ``mlflow server``'s ``http://host:5000`` (None: a local store,
+    ``sqlite:///<run_dir>/mlflow.db``)."""
+    wandb: bool = False
+    """Also log the run (each sweep trial) as one Weights & Biases run, grouped by ``group``."""
+    wandb_project: str = "rlightning"
+    """The W&B project."""
+    wandb_mode: Literal["online", "offline"] = "online"
+    """``offline``: W&B writes its files under the run folder only (``wandb sync`` uploads them later)."""
 
 
 class MainConfig(_Config):

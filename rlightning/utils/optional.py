@@ -6,7 +6,11 @@ import importlib
 from typing import Any, List
 
 #: The optional metric loggers: ``log.<field>`` -> (the module it needs, the rlightning extra that installs it).
-OPTIONAL_LOGGERS = {"tensorboard": ("tensorboard", "tensorboard")}
+OPTIONAL_LOGGERS = {
+    "tensorboard": ("tensorboard", "tensorboard"),
+    "mlflow": ("mlflow", "mlflow"),
+    "wandb": ("wandb", "wandb"),
+}
 
 
 def missing_logger_message(field: str) -> str:
