@@ -191,17 +191,34 @@ def read_episodes(path_or_id: PathOrId, check_finite: bool = True) -> tuple:
             )
     if meta.total_episodes == 0 or meta.total_steps == 0:
         raise ValueError(f"dataset {meta.dataset_id!r} at {str(meta.path)!r} is empty: it holds no episodes")
+    episodes = read_episode_range(meta.path, range(meta.total_episodes), check_finite, meta.dataset_id)
+    if sum(len(e) for e in episodes) == 0:
+        raise ValueError(f"dataset {meta.dataset_id!r} at {str(meta.path)!r} is empty: its episodes have no steps")
+    return meta, episodes
+
+
+def read_episode_range(
+    path: Union[str, os.PathLike], indices: Sequence[int], check_finite: bool = True, name: Optional[str] = None
+) -> List[Episode]:
+    """The episodes ``indices`` of the dataset folder ``path`` (Ray Data's read tasks call this).
+
+    Raises:
+        ValueError: a corrupt episode (unreadable, lengths that disagree), a NaN or infinite value.
+    """
     from minari.dataset.minari_storage import MinariStorage
 
+    folder = dataset_folder(path)
+    name = name or folder.name
+    indices = list(indices)
     try:
-        storage = MinariStorage.read(meta.path / "data")
-        raw = list(storage.get_episodes(range(meta.total_episodes)))
+        storage = MinariStorage.read(folder / "data")
+        raw = list(storage.get_episodes(indices))
     except Exception as err:  # noqa: BLE001 - a missing or truncated episode file
         raise ValueError(
-            f"dataset {meta.dataset_id!r} at {str(meta.path)!r} is corrupt: its episodes cannot be read ({err})"
+            f"dataset {name!r} at {str(folder)!r} is corrupt: its episodes cannot be read ({err})"
         ) from None
     episodes = []
-    for i, ep in enumerate(raw):
+    for i, ep in zip(indices, raw):
         episode = Episode(
             observations=np.asarray(ep["observations"]),
             actions=np.asarray(ep["actions"]),
@@ -212,15 +229,13 @@ def read_episodes(path_or_id: PathOrId, check_finite: bool = True) -> tuple:
         t = len(episode)
         if episode.observations.shape[0] != t + 1 or episode.actions.shape[0] != t:
             raise ValueError(
-                f"dataset {meta.dataset_id!r} is corrupt: episode {i} has {episode.observations.shape[0]} "
+                f"dataset {name!r} is corrupt: episode {i} has {episode.observations.shape[0]} "
                 f"observations and {episode.actions.shape[0]} actions for {t} rewards (expected {t + 1} and {t})"
             )
         if check_finite:
-            check_finite_episode(episode, i, meta.dataset_id)
+            check_finite_episode(episode, i, name)
         episodes.append(episode)
-    if sum(len(e) for e in episodes) == 0:
-        raise ValueError(f"dataset {meta.dataset_id!r} at {str(meta.path)!r} is empty: its episodes have no steps")
-    return meta, episodes
+    return episodes
 
 
 def check_finite_episode(episode: Episode, index: int, name: str) -> None:
@@ -291,7 +306,8 @@ def write_episodes(
     folder = dataset_folder(path_or_id)
     if folder.exists() and not overwrite:
         raise FileExistsError(
-            f"a dataset (or another file) is at {str(folder)!r} already; pass overwrite=True (`--overwrite` on the command line) to replace it"
+            f"a dataset (or another file) is at {str(folder)!r} already; pass overwrite=True "
+            "(`--overwrite` on the command line) to replace it"
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
     dataset_id = str(path_or_id) if _is_id(path_or_id) else _folder_id(folder)
