@@ -36,6 +36,7 @@ from rlightning.engine.timing import Timing
 from rlightning.engine.train_rounds import TrainRounds
 from rlightning.utils.config import MainConfig
 from rlightning.utils.logger import get_logger
+from rlightning.utils.tracking import open_trackers
 
 logger = get_logger(__name__)
 
@@ -89,7 +90,12 @@ class BaseEngine:
             if run_dir
             else Path(config.log.run_dir) / (config.log.name or f"{config.engine}-{time.strftime('%Y%m%d-%H%M%S')}")
         )
-        self.metrics = MetricsLog(self.run_dir, jsonl=config.log.jsonl, tensorboard=config.log.tensorboard)
+        self.metrics = MetricsLog(
+            self.run_dir,
+            jsonl=config.log.jsonl,
+            tensorboard=config.log.tensorboard,
+            trackers=open_trackers(config, self.run_dir),  # log.mlflow, log.wandb
+        )
         seed_everything(config.seed)
         self._setup()
 

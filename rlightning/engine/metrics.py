@@ -1,4 +1,5 @@
-"""Metrics of a run: kept in memory for views, written as JSON lines (and TensorBoard if installed)."""
+"""Metrics of a run: kept in memory for views, written as JSON lines (and TensorBoard if installed), and
+handed to the run's experiment trackers (MLflow, W&B: `rlightning.utils.tracking`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from rlightning.utils.logger import get_logger
 from rlightning.utils.optional import missing_logger_message
@@ -37,10 +38,18 @@ class MetricsLog:
         run_dir: Folder of the run (None: keep in memory only).
         jsonl: Write ``metrics.jsonl`` under ``run_dir``.
         tensorboard: Also write TensorBoard scalars when ``tensorboard`` is importable.
+        trackers: Experiment trackers (``log(row)``, ``close()``) each row also goes to.
     """
 
-    def __init__(self, run_dir: Optional[Path] = None, jsonl: bool = True, tensorboard: bool = False) -> None:
+    def __init__(
+        self,
+        run_dir: Optional[Path] = None,
+        jsonl: bool = True,
+        tensorboard: bool = False,
+        trackers: Sequence[Any] = (),
+    ) -> None:
         self.history: List[Dict[str, Any]] = []
+        self.trackers = list(trackers)
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self._file = None
         self._tb = None
@@ -69,6 +78,8 @@ class MetricsLog:
             for k, v in row.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("time", "iteration"):
                     self._tb.add_scalar(k, v, step)
+        for tracker in self.trackers:
+            tracker.log(row)
         return row
 
     def series(self, key: str) -> List[float]:
@@ -83,6 +94,9 @@ class MetricsLog:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        trackers, self.trackers = self.trackers, []
+        for tracker in trackers:
+            tracker.close()
 
 
 def read_metrics(path: Path) -> List[Dict[str, Any]]:
