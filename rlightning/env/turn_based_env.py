@@ -64,7 +64,8 @@ def _import(module: str, name: str) -> Any:
         return importlib.import_module(module)
     except ImportError as err:
         missing = getattr(err, "name", None) or ""
-        if missing.split(".")[0] in (module.split(".")[0], "pettingzoo", "shimmy", "pyspiel", "chess", "rlcard"):
+        tops = (module.split(".")[0], "pettingzoo", "shimmy", "pyspiel", "chess", "rlcard")
+        if "." not in missing and missing in tops:
             raise MissingSuiteError(f"game {name!r} needs {missing}, which is not installed ({err}): {_HINT}") from None
         raise
 
