@@ -2,6 +2,8 @@
 
 The view reads `Experiment` snapshots (``results_df``, ``trials``) and redraws every ``interval``
 seconds while the sweep runs; the trials go on in the sweep's own thread, so the kernel stays free.
+Curves are one line per trial, or, over seeds, one mean per config with its 95% bootstrap band
+(`rlightning.notebook.stats.curve_band`, rliable's).
 """
 
 from __future__ import annotations
@@ -24,6 +26,26 @@ def experiment_state(exp: Any) -> Dict[str, Any]:
         "varied": list(exp.spec.varied),
         "trials": rows,
     }
+
+
+def draw_bands(band: Any, metric: str, width_px: int = 900, height_px: int = 260) -> Optional[bytes]:
+    """PNG: each config's mean ``metric`` against env steps with its confidence band (a `curve_band` frame)."""
+    if band is None or not len(band):
+        return None
+    from rlightning.widgets.charts import _compact
+
+    fig, (ax,) = _new_figure(1, width_px, height_px)
+    for label, part in band.groupby("config", sort=False):
+        runs = int(part["runs"].iloc[0])
+        (line,) = ax.plot(part["env_steps"], part["mean"], lw=1.5, label=f"{label} ({runs} runs)")
+        ax.fill_between(part["env_steps"], part["lo"], part["hi"], color=line.get_color(), alpha=0.25, lw=0)
+    ax.set_xlabel("env steps", fontsize=8)
+    ax.set_ylabel(f"{metric} (mean, 95% CI)", fontsize=8)
+    ax.xaxis.set_major_formatter(_compact)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return _png(fig)
 
 
 def draw_params(rows: List[Dict[str, Any]], varied: List[str], metric: str, width_px: int = 900) -> Optional[bytes]:
@@ -51,11 +73,23 @@ class ExperimentView:
         exp: The `Experiment`.
         interval: Seconds between redraws while the sweep runs.
         live: Redraw in a background thread while the sweep runs.
+        curves: ``"trial"`` (a line per trial), ``"config"`` (a mean per config with its 95% band over
+            seeds) or ``"auto"`` (per config when the sweep runs several seeds).
+        band_reps: Bootstrap resamples of the bands.
     """
 
-    def __init__(self, exp: Any, interval: float = 2.0, live: bool = True) -> None:
+    def __init__(
+        self, exp: Any, interval: float = 2.0, live: bool = True, curves: str = "auto", band_reps: int = 300
+    ) -> None:
+        if curves not in ("auto", "trial", "config"):
+            raise ValueError(f"curves must be 'auto', 'trial' or 'config', got {curves!r}")
         self.exp = exp
         self.interval = interval
+        self.by_config = curves == "config" or (curves == "auto" and len(exp.spec.seeds) > 1)
+        self.band_reps = band_reps
+        self._band_key: Any = None
+        self._band_png: Optional[bytes] = None
+        self._displayed_at: Optional[int] = None
         self.state: Dict[str, Any] = {}
         self.curves_png: Optional[bytes] = None
         self.params_png: Optional[bytes] = None
@@ -97,8 +131,10 @@ class ExperimentView:
         """Redraw from the experiment's snapshot; returns the state."""
         self.state = experiment_state(self.exp)
         rows = self.state["trials"]
-        runs = [(t, list(c.to_dict("records"))) for t, c in self.exp.curves().items() if len(c)]
-        self.curves_png = draw_compare(runs, keys=((self.state["metric"], "env_steps"),)) if runs else None
+        self.curves_png = self._draw_bands() if self.by_config else None
+        if self.curves_png is None:  # per trial (also until a config has two runs to band)
+            runs = [(t, list(c.to_dict("records"))) for t, c in self.exp.curves().items() if len(c)]
+            self.curves_png = draw_compare(runs, keys=((self.state["metric"], "env_steps"),)) if runs else None
         self.params_png = draw_params(rows, self.state["varied"], self.state["metric"])
         if self.widget is not None:
             self.status.value = self._status_html()
@@ -113,6 +149,17 @@ class ExperimentView:
             self.stop_button.disabled = not self.state["running"]
             self.stop_trial_button.disabled = not running
         return self.state
+
+    def _draw_bands(self) -> Optional[bytes]:
+        """The per-config band chart, redrawn only when trials reported new rows."""
+        from rlightning.notebook.stats import curve_band
+
+        key = tuple((r["trial_id"], r["iterations"]) for r in self.state["trials"])
+        if key != self._band_key:
+            self._band_key = key
+            band = curve_band(self.exp, points=40, reps=self.band_reps)
+            self._band_png = draw_bands(band, self.state["metric"])
+        return self._band_png
 
     def stop_trial(self, trial_id: Optional[str]) -> None:
         """Stop one trial after its current iteration (the Stop-trial button)."""
@@ -151,12 +198,23 @@ class ExperimentView:
 
     def display(self) -> None:
         """Show the view in the notebook."""
+        from IPython import get_ipython
         from IPython.display import HTML, display
 
+        shell = get_ipython()
+        self._displayed_at = getattr(shell, "execution_count", None) if shell is not None else None
         if self.widget is not None:
             display(self.widget)
         else:
             display(HTML(self._repr_html_()))
+
+    def _ipython_display_(self) -> None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None and self._displayed_at is not None and shell.execution_count == self._displayed_at:
+            return  # exp.show() already displayed it in this cell
+        self.display()
 
     def _repr_html_(self) -> str:
         import base64

@@ -138,6 +138,11 @@ def start_sweep(
         checkpoint_every = 1 if scheduler == "pbt" else max(1, cfg.train.checkpoint_interval or 10)
     name = name or f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     path = sweep_folder(cfg, name)
+    if spec.base.log.mlflow or spec.base.log.wandb:  # one tracker run per trial, grouped by the sweep
+        from rlightning.utils.tracking import prepare_tracking
+
+        spec.base.log.group = spec.base.log.group or name
+        spec.base = prepare_tracking(spec.base)
     base = spec.base.model_dump(mode="json")
 
     trainable = tune.with_parameters(

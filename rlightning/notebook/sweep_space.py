@@ -308,6 +308,7 @@ def probe_metrics(cfg: MainConfig) -> List[str]:
         probe.log.run_dir = tmp
         probe.log.jsonl = False
         probe.log.tensorboard = False
+        probe.log.mlflow = probe.log.wandb = False
         parts = build_run(probe)
         try:
             return sorted(parts.engine.step())

@@ -172,7 +172,7 @@ def run_trial(
     trial_id = ctx.get_trial_id()
     cfg = config_for(config_from_dict(base, source="sweep base config"), params)
     cfg.log.run_dir = str(Path(ctx.get_trial_dir()))
-    cfg.log.name = "run"
+    cfg.log.name = trial_id  # the run's folder in the trial's, and its name in MLflow / W&B
     cfg.log.progress = False
     run = Run(trial_id, cfg, build_run(cfg))
     exploit = None

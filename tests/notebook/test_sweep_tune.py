@@ -16,6 +16,16 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 FLAKY = "tests.support.env_flaky:Flaky-v0"  # importing the module registers Flaky-v0
 
 
+@pytest.fixture(scope="module", autouse=True)
+def mlflow_server(tmp_path_factory):
+    """A real `mlflow server` on a loopback port, started with the module (it takes seconds to come up)."""
+    from tests.support.tracking import MlflowServer
+
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow"))
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def lab(ray_runtime):
     lab = Lab.local()
@@ -88,17 +98,96 @@ def test_a_trial_that_raises_is_reported_while_the_others_finish(lab, tmp_path):
     assert view.curves.value and view.stop_button.disabled and view.stop_trial_button.disabled
 
 
-def test_seeds_give_final_aggregates_and_a_banded_curve(lab, tmp_path):
-    cfg = small_ppo(tmp_path, False, "env.num_workers=1")
+def test_seeds_aggregates_equal_rliables_and_each_trial_is_one_mlflow_and_one_wandb_run(lab, tmp_path, mlflow_server):
+    from mlflow.tracking import MlflowClient
+
+    from tests.notebook.test_sweep import rliable_estimates
+    from tests.support.tracking import history_of, read_wandb_run
+
+    uri = mlflow_server.wait()  # started with the module: up by now
+    tracking = ["log.mlflow=true", f"log.mlflow_uri={uri}", "log.wandb=true", "log.wandb_mode=offline"]
+    cfg = small_ppo(tmp_path, False, "env.num_workers=1", *tracking)
     exp = lab.seeds(cfg, seeds=3, stop={"iterations": 3}, name="seeds").wait(timeout=300)
-    df = exp.results_df()
+    df = exp.results_df().set_index("trial_id")
     assert sorted(df["seed"]) == [cfg.seed, cfg.seed + 1, cfg.seed + 2] and set(df["iterations"]) == {3}
     scores = final_scores(exp)
     assert list(scores) == ["config"] and np.allclose(np.sort(scores["config"]), np.sort(df["last"]))
-    table = aggregates(scores, reps=500)
+    table = aggregates(scores, reps=200, seed=3)
+    from rliable import metrics
+
+    def fn(x):
+        return np.array([metrics.aggregate_mean(x), metrics.aggregate_median(x), metrics.aggregate_iqm(x)])
+
+    finals = np.asarray(scores["config"])[:, None]
+    points, intervals = rliable_estimates({"config": finals}, fn, reps=200, seed=3)  # rliable on the same numbers
+    assert list(table.loc["config", ["mean", "median", "iqm"]]) == pytest.approx(list(points["config"]))
+    assert list(table.loc["config", ["mean_lo", "median_lo", "iqm_lo"]]) == pytest.approx(list(intervals["config"][0]))
     assert table.loc["config", "mean"] == pytest.approx(df["last"].mean())
-    band = curve_band(exp, points=10, reps=500)
+    band = curve_band(exp, points=10, reps=200)
     assert len(band) == 10 and (band["lo"] <= band["mean"] + 1e-9).all() and (band["mean"] <= band["hi"] + 1e-9).all()
+
+    # MLflow: one run per trial in the sweep's experiment, on the server; params are the config's dotted paths.
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("seeds")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert set(runs) == set(df.index)
+    for trial_id, run in runs.items():
+        assert run.info.status == "FINISHED" and run.data.params["seed"] == str(df.loc[trial_id, "seed"])
+        assert run.data.params["policy.optim.lr"] == str(cfg.policy.optim.lr)
+        history = client.get_metric_history(run.info.run_id, "episode_return_mean")
+        assert len(history) == 3 and history[-1].value == pytest.approx(df.loc[trial_id, "last"])
+        assert [m.step for m in history] == sorted(m.step for m in history)  # at env steps
+
+    # W&B (offline): one run per trial, grouped by the sweep, its files under the trial's run folder.
+    for trial_id in df.index:
+        (folder,) = exp.path.glob(f"*/{trial_id}")
+        run = read_wandb_run(folder)
+        assert (run["group"], run["name"], run["project"]) == ("seeds", trial_id, "rlightning")
+        assert run["config"]["seed"] == df.loc[trial_id, "seed"] and run.get("exit_code", 0) == 0
+        assert history_of(run, "episode_return_mean")[-1] == pytest.approx(df.loc[trial_id, "last"])
+        assert history_of(run, "iteration") == [1, 2, 3]
+
+
+KILLED_DRIVER = """
+import os, sys, time
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+from rlightning.notebook.sweep import start_sweep
+from tests.support.configs import small_ppo
+cfg = small_ppo(sys.argv[2], False, "env.num_workers=1", "env.num_envs=2", "train.rollout_steps=16")
+exp = start_sweep(cfg, {"policy.optim.lr": [1e-3, 3e-3]}, stop={"iterations": 2}, max_concurrent=1, name="killed")
+deadline = time.monotonic() + 240
+while time.monotonic() < deadline:  # Tune's saved state says one trial finished and another runs: die
+    states = [p.read_text() for p in exp.path.glob("experiment_state-*.json")]
+    if any("TERMINATED" in s and "RUNNING" in s for s in states):
+        print("killing at", sorted(exp.trials().items()), flush=True)
+        os.kill(os.getpid(), 9)
+    time.sleep(0.2)
+sys.exit("the first trial never finished")
+"""
+
+
+def test_a_killed_sweep_resumes_without_running_finished_trials(lab, ray_runtime, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    address = ray_runtime.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "TUNE_GLOBAL_CHECKPOINT_S": "0.5"}
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_DRIVER, address, str(tmp_path)], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == -9, proc.stdout + proc.stderr[-3000:]
+    (finished,) = [p for p in (tmp_path / "sweeps" / "killed").glob("*/*/metrics.jsonl")
+                   if len(p.read_text().splitlines()) == 2]  # fmt: skip
+    before = finished.stat().st_mtime_ns
+    cfg = small_ppo(tmp_path, False, "env.num_workers=1", "env.num_envs=2", "train.rollout_steps=16")
+    exp = lab.sweep(cfg, {"policy.optim.lr": [1e-3, 3e-3]}, stop={"iterations": 2}, name="killed", resume=True)
+    df = exp.wait(timeout=300).results_df()
+    assert sorted(df["status"]) == ["TERMINATED", "TERMINATED"] and set(df["iterations"]) == {2}, df
+    assert finished.stat().st_mtime_ns == before and len(finished.read_text().splitlines()) == 2  # not run again
+    assert finished.parent.name in set(df["trial_id"])
 
 
 def test_a_trial_that_cannot_fit_fails_at_once(lab, tmp_path):
