@@ -24,6 +24,8 @@ PEERS: Dict[str, tuple] = {
     "rllib": (["ray[rllib]==2.60.0"], ["ray", "torch", "gymnasium", "numpy"]),
     "torchrl": (["torchrl==0.14.*", "tensordict<0.15", "gymnasium"], ["torchrl", "tensordict", "torch", "gymnasium"]),
     "sb3": (["stable-baselines3==2.9.*", "gymnasium[box2d]"], ["stable_baselines3", "torch", "gymnasium", "numpy"]),
+    # rl-baselines3-zoo: its Optuna hyperparameter optimisation of SB3 (the sweep anchor, benchmarks/sweep_anchor.py).
+    "zoo": (["rl_zoo3==2.9.*", "stable-baselines3==2.9.*"], ["rl_zoo3", "stable_baselines3", "optuna", "torch"]),
 }
 
 
