@@ -12,6 +12,7 @@ from rlightning.widgets.compare import CompareView
 from rlightning.widgets.dashboard import EngineDashboard, engine_state
 from rlightning.widgets.episode_table import EpisodeTableWidget, episode_table_state
 from rlightning.widgets.explorer import BufferExplorer
+from rlightning.widgets.league import LeagueSection  # registers the panel's league section
 from rlightning.widgets.panel import ControlPanel, panel_state
 from rlightning.widgets.player import EpisodePlayer
 
@@ -23,6 +24,7 @@ __all__ = [
     "EngineDashboard",
     "EpisodePlayer",
     "EpisodeTableWidget",
+    "LeagueSection",
     "panel_state",
     "buffer_state",
     "engine_state",
