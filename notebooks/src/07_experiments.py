@@ -15,6 +15,7 @@
 # The runs are short (a minute or two in all), so the returns are early-training returns.
 
 # %%
+import matplotlib.pyplot as plt
 from ray import tune
 
 from rlightning.notebook import Lab
@@ -27,7 +28,7 @@ cfg = apply_overrides(
     ["cluster.remote_env=false", "env.num_workers=1", "env.num_envs=4", "train.rollout_steps=64",
      "log.progress=false"],
 )  # fmt: skip
-cfg.train.iterations  # the preset's; each sweep below says where its trials stop
+print(f"PPO on {cfg.env.name}: {cfg.env.num_envs * cfg.train.rollout_steps} env steps per iteration")
 
 # %% [markdown]
 # ## 1. Two learning rates, three seeds each
@@ -80,8 +81,6 @@ print(f"P(lr=3e-3 beats lr=3e-4) = {poi['p']:.2f}, 95% CI [{poi['lo']:.2f}, {poi
 # the mean at each point (rliable's stratified bootstrap, as in its sample-efficiency curves).
 
 # %%
-import matplotlib.pyplot as plt
-
 band = curve_band(exp, points=30)
 fig, ax = plt.subplots(figsize=(7, 3.5))
 for label, part in band.groupby("config"):
