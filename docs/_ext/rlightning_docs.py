@@ -10,6 +10,9 @@
   starts with an empty reST comment and is read as prose.
 - A dataclass field listed in its class's ``Attributes:`` section and also given a docstring of its own
   would be described twice (napoleon's entry and autodoc's); the ``Attributes:`` line is dropped then.
+- The docstrings show examples (a config's YAML, a few lines of code) as an indented block after a blank line,
+  Markdown-style; reST would read a block quote (and warn when it nests). Such a block becomes a literal block.
+- ``|x|`` in a docstring is an absolute value or a norm, never a reST substitution: its bars are escaped.
 """
 
 from __future__ import annotations
@@ -99,10 +102,82 @@ def _no_inline_attribute_type(app: Any, what: str, name: str, obj: Any, options:
         lines[:0] = ["..", ""]  # an empty reST comment: napoleon takes it as the line, nothing is rendered
 
 
+_NAPOLEON_HEADERS = {
+    "args",
+    "arguments",
+    "attributes",
+    "example",
+    "examples",
+    "keyword args",
+    "keyword arguments",
+    "methods",
+    "note",
+    "notes",
+    "other parameters",
+    "parameters",
+    "return",
+    "returns",
+    "raise",
+    "raises",
+    "references",
+    "see also",
+    "todo",
+    "warning",
+    "warnings",
+    "warns",
+    "yield",
+    "yields",
+}
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#\.)\s")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _examples_as_literals(app: Any, what: str, name: str, obj: Any, options: Any, lines: List[str]) -> None:
+    out: List[str] = []
+    for i, line in enumerate(lines):
+        if line.strip() and i >= 2 and not lines[i - 1].strip() and _indent(line) > 0:
+            j = i - 2
+            while j >= 0 and not lines[j].strip():
+                j -= 1
+            k = j
+            while k > 0 and lines[k - 1].strip() and _indent(lines[k - 1]) == _indent(lines[j]):
+                k -= 1  # the first line of the paragraph before
+            prev = lines[j].rstrip() if j >= 0 else ""
+            if (
+                j >= 0
+                and _indent(line) > _indent(lines[j])
+                and not prev.endswith("::")
+                and prev.strip().lower().rstrip(":") not in _NAPOLEON_HEADERS
+                and not _LIST_ITEM.match(lines[k])
+                and not prev.lstrip().startswith((".. ", ">>>", "..."))
+            ):
+                out += [" " * _indent(lines[j]) + "::", ""]
+        out.append(line)
+    lines[:] = out
+
+
+_SUBSTITUTION = re.compile(r"(?<![\\|])\|([^\s|`][^|`]*?)?(?<=[^\s|`])\|(?!_)")
+
+
+def _no_substitutions(app: Any, what: str, name: str, obj: Any, options: Any, lines: List[str]) -> None:
+    for i, line in enumerate(lines):
+        if "|" in line and not line.lstrip().startswith(("|", "+-")):
+            parts = line.split("``")
+            lines[i] = "``".join(
+                _SUBSTITUTION.sub(lambda m: "\\" + m.group(0)[:-1] + "\\|", p) if j % 2 == 0 else p
+                for j, p in enumerate(parts)
+            )
+
+
 def setup(app: Any) -> dict:
     """Register the docstring hooks."""
     app.connect("autodoc-process-docstring", _add_default)
     app.connect("autodoc-process-docstring", _drop_attributes_with_own_docs, priority=400)
     app.connect("autodoc-process-docstring", _no_inline_attribute_type, priority=400)  # before napoleon (500)
     app.connect("autodoc-process-docstring", _escape_shape_stars, priority=400)  # before the type hints parse it
+    app.connect("autodoc-process-docstring", _no_substitutions, priority=400)
+    app.connect("autodoc-process-docstring", _examples_as_literals, priority=600)  # after napoleon's sections
     return {"parallel_read_safe": True, "parallel_write_safe": True}

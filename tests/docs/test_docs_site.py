@@ -11,6 +11,7 @@ import contextlib
 import functools
 import http.server
 import importlib
+import inspect
 import os
 import re
 import shutil
@@ -87,6 +88,59 @@ def test_every_seed_name_has_an_api_entry(inventory_names: Set[str]) -> None:
         if not any(_resolve(other) is target for other in by_last.get(name.rsplit(".", 1)[-1], [])):
             missing.append(name)
     assert not missing, f"seed names without an entry in the API reference: {missing}"
+
+
+#: Modules whose public classes and functions (their ``__all__``, else what they define) the reference must show.
+#: A package's ``__all__`` covers its re-exports; the rest are modules users import by name.
+PUBLIC_MODULES = [
+    "rlightning",
+    "rlightning.buffer",
+    "rlightning.buffer.utils",
+    "rlightning.types",
+    "rlightning.utils.builders",
+    "rlightning.utils.config",
+    "rlightning.notebook",
+    "rlightning.notebook.experiment",
+    "rlightning.notebook.sweep_space",
+    "rlightning.widgets",
+    "rlightning.env",
+    "rlightning.env.wrappers",
+    "rlightning.env.action_masks",
+    "rlightning.env.pomdp",
+    "rlightning.env.suites",
+    "rlightning.env.gymnax_env",
+    "rlightning.policy",
+    "rlightning.policy.algorithms",
+    "rlightning.policy.networks",
+    "rlightning.policy.networks.masks",
+    "rlightning.policy.returns",
+    "rlightning.policy.standalone",
+    "rlightning.policy.export",
+    "rlightning.engine",
+    "rlightning.datasets",
+    "rlightning.datasets.collect",
+]
+
+
+def test_public_classes_and_functions_have_an_api_entry(inventory_names: Set[str]) -> None:
+    by_last: Dict[str, List[str]] = {}
+    for name in inventory_names:
+        by_last.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    missing = []
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        names = getattr(module, "__all__", None) or [
+            n for n, obj in vars(module).items() if getattr(obj, "__module__", None) == module_name
+        ]
+        for name in names:
+            obj = getattr(module, name)
+            if name.startswith("_") or not (inspect.isclass(obj) or inspect.isroutine(obj)):
+                continue  # constants are shown where they have a doc comment
+            if f"{module_name}.{name}" in inventory_names:
+                continue
+            if not any(_resolve(other) is obj for other in by_last.get(name, [])):
+                missing.append(f"{module_name}.{name}")
+    assert not missing, f"public classes and functions without an entry in the API reference: {missing}"
 
 
 def test_config_fields_show_docstring_and_default(built_site: subprocess.CompletedProcess) -> None:
