@@ -473,6 +473,11 @@ class TurnBasedEnv(BaseEnv):
             num_envs=self.num_envs if num_envs is None else num_envs,
         )
 
+    def observe_seat(self, i: int, seat: str) -> Dict[str, np.ndarray]:
+        """Seat ``seat``'s observation of game ``i`` now (also after the game ended: its final position)."""
+        raw = self._raw_ids[self.agent_ids.index(seat)]
+        return _observe(self._inner[i], raw, self.observation_spaces[seat])
+
     def render_game(self, i: int = 0) -> Any:
         """Sub-env ``i``'s board: the game's own ``render()`` (text or an RGB frame, as its ``render_mode``)."""
         return self._games[i].render()

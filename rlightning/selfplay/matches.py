@@ -7,13 +7,13 @@ A player is anything with ``act(obs, seat=None) -> actions`` (`rlightning.selfpl
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from rlightning.types import MultiAgentPolicyResponse
 
-__all__ = ["MatchResult", "match_env", "play_match"]
+__all__ = ["GamePlay", "MatchResult", "board_text", "match_env", "play_game", "play_match"]
 
 
 class MatchResult(dict):
@@ -89,3 +89,99 @@ def play_match(
         raise RuntimeError(f"play_match: {games} games did not finish within {max_steps} moves")
     finally:
         env.close()
+
+
+def board_text(planes: np.ndarray, marks: str = "XO") -> str:
+    """A two-plane board (``[rows, cols, 2]``: the seat's pieces, the other side's) as text: X, O and dots."""
+    planes = np.asarray(planes)
+    rows = []
+    for r in range(planes.shape[0]):
+        rows.append(" ".join(marks[0] if p[0] else marks[1] if p[1] else "." for p in planes[r]))
+    return "\n".join(rows)
+
+
+class GamePlay:
+    """One game: its ``frames`` (text boards, X the player, O the opponent), the player's ``seat`` and ``result``
+    (win, draw or loss). Shown in a notebook as the boards side by side."""
+
+    def __init__(self, frames: List[str], seat: str, result: str, opponent: str) -> None:
+        self.frames = frames
+        self.seat = seat
+        self.result = result
+        self.opponent = opponent
+
+    def __repr__(self) -> str:
+        who = f"seat={self.seat!r}, opponent={self.opponent!r}"
+        return f"GamePlay({who}, result={self.result!r}, {len(self.frames)} frames)"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        boards = "".join(
+            f"<pre style='display:inline-block;margin:0 12px 8px 0;line-height:1.1'>{html.escape(f)}</pre>"
+            for f in self.frames
+        )
+        head = f"<b>{html.escape(self.seat)} (X) against {html.escape(self.opponent)} (O): {self.result}</b><br>"
+        return f"<div class='rl-game'>{head}{boards}</div>"
+
+
+def play_game(env_config: Any, player: Any, opponent: Any, seat: str, seed: Optional[int] = None) -> GamePlay:
+    """One game of ``player`` in ``seat`` against ``opponent``, a text board after each of its moves (with the
+    replies).
+
+    Raises:
+        ValueError: a game whose observation is not a two-plane board (tic-tac-toe, connect four, ...).
+    """
+    env = match_env(env_config, seat, 1)
+    try:
+        shape = env.observation_spaces[seat]["observation"].shape
+        if len(shape) != 3 or shape[-1] != 2:
+            raise ValueError(
+                f"play shows games whose observation is a two-plane board [rows, cols, 2] (tic-tac-toe, connect "
+                f"four); {env_config.name!r} observes {shape}"
+            )
+        env.set_opponent(opponent)
+        ret = env.reset(seed=seed)
+        frames = [board_text(env.observe_seat(0, seat)["observation"])]
+        for _ in range(10_000):
+            action = {a: np.zeros(1, dtype=np.int64) for a in env.agent_ids}
+            action[seat] = np.asarray(player.act(ret.observation[seat], seat=seat)).reshape(-1)
+            ret = env.step(MultiAgentPolicyResponse(env_id=env.env_id, action=action))
+            frames.append(board_text(env.observe_seat(0, seat)["observation"]))
+            if ret.last_terminated[seat][0] or ret.last_truncated[seat][0]:
+                r = float(ret.info["episode_return"][0])
+                result = "win" if r > 0 else "loss" if r < 0 else "draw"
+                return GamePlay(frames, seat, result, getattr(opponent, "name", type(opponent).__name__))
+        raise RuntimeError("play_game: the game did not end within 10,000 moves")
+    finally:
+        env.close()
+
+
+def resolve_player(spec: Any, env_config: Any, env_meta: Any, league: Any = None) -> Any:
+    """An opponent from ``spec``: an object with ``act``, ``"random"``, ``"scripted"``, a snapshot of ``league``
+    by name (``"iter_000010"``, or ``"latest"``), or a checkpoint folder.
+
+    Raises:
+        ValueError: a snapshot name the league does not have (its snapshots named), or no league for one.
+    """
+    from pathlib import Path
+
+    from rlightning.selfplay.opponents import PolicyOpponent, RandomOpponent, ScriptedOpponent
+
+    if hasattr(spec, "act"):
+        return spec
+    if spec == "random":
+        return RandomOpponent()
+    if spec == "scripted":
+        return ScriptedOpponent(env_config.name)
+    names = [s["name"] for s in league.snapshots] if league is not None else []
+    if spec == "latest" and names:
+        spec = names[-1]
+    if spec in names:
+        return league.player(spec, env_meta)
+    if isinstance(spec, (str, Path)) and Path(spec).is_dir():
+        return PolicyOpponent.from_checkpoint(spec, env_meta, deterministic=True)
+    raise ValueError(
+        f"opponent {spec!r}: give 'random', 'scripted', a checkpoint folder, or a league snapshot "
+        f"({', '.join(names) if names else 'this run has no league'})"
+    )
