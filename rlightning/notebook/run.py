@@ -292,6 +292,35 @@ class Run:
 
         return EpisodePlayer(record_episodes(self, episodes, max_steps=max_steps, fps=fps))
 
+    def play(self, opponent: Any = "random", seat: Optional[str] = None, seed: Optional[int] = None) -> Any:
+        """One game of a turn-based env (``env.backend: pettingzoo_aec`` / ``openspiel``): the current policy
+        (greedy) against ``opponent``, as text boards (`rlightning.selfplay.matches.GamePlay`).
+
+        ``opponent``: ``"random"``, ``"scripted"``, a league snapshot (``"latest"``, ``"iter_000010"``), a
+        checkpoint folder or an object with ``act(obs, seat)``; ``seat``: the policy's seat (None: the first).
+
+        Raises:
+            ValueError: not a turn-based game, or an unknown opponent (the choices named).
+        """
+        self._check_idle()
+        from rlightning.env.turn_based_env import TurnBasedEnv
+        from rlightning.env.worker_slot import resolve_env_class
+        from rlightning.selfplay.matches import play_game, resolve_player
+        from rlightning.selfplay.opponents import PolicyOpponent
+
+        if not issubclass(resolve_env_class(self.config.env), TurnBasedEnv):
+            raise ValueError(
+                f"run.play plays turn-based games (env.backend pettingzoo_aec or openspiel); this run's env is "
+                f"{self.config.env.name!r} on backend {self.config.env.backend!r} (use run.record for videos)"
+            )
+        meta = self.env_group.env_metas[0]
+        seat = seat if seat is not None else next(iter(meta.action_space.spaces))
+        me = PolicyOpponent.from_weights(
+            self.config.policy, meta, self.policy_group.get_weights(), "policy", deterministic=True
+        )
+        other = resolve_player(opponent, self.config.env, meta, getattr(self.engine, "league", None))
+        return play_game(self.config.env, me, other, seat, seed=seed)
+
     # ------------------------------------------------------------------ using the policy
     def evaluate(self, episodes: Optional[int] = None) -> Dict[str, Any]:
         """Play ``episodes`` deterministic episodes on an env of their own (None: ``train.eval_episodes``).
