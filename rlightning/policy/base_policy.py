@@ -618,6 +618,18 @@ class BasePolicy:
         """Write `checkpoint_state` to ``path`` (parent folders are created); returns the path."""
         return self.host.save_checkpoint(path)
 
+    def rng_state(self, process: bool = False) -> Dict[str, Any]:
+        """This worker's generator states and acting counters (`rlightning.policy.checkpoint.worker_rng_state`)."""
+        from rlightning.policy.checkpoint import worker_rng_state
+
+        return worker_rng_state(self, process)
+
+    def set_rng_state(self, state: Dict[str, Any]) -> None:
+        """Restore `rng_state` (`rlightning.policy.checkpoint.set_worker_rng_state`)."""
+        from rlightning.policy.checkpoint import set_worker_rng_state
+
+        set_worker_rng_state(self, state)
+
     def load_checkpoint(self, path: Union[str, os.PathLike]) -> Dict[str, int]:
         """Read a checkpoint with ``torch.load(weights_only=True)`` and restore it.
 
