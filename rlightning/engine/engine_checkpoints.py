@@ -4,13 +4,14 @@
 A checkpoint folder (written atomically, `rlightning.engine.checkpoint_store`) holds the policy group's
 checkpoint (weights, optimizers, counters and schedules), the buffer's samplers' generator states, the
 engine's counters and metric history, the env group's statistics and its policy copies' generator states,
+the train and eval workers' generator states and acting counters (a Ray worker's process generators too),
 the torch / numpy / python RNG states, and, when asked, the stored data (`rlightning.engine.checkpoint`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, List, Union
 
 import torch
 
@@ -22,10 +23,14 @@ from rlightning.engine.checkpoint import (
     save_engine_files,
 )
 from rlightning.engine.checkpoint_store import atomic_folder, newest_checkpoint, prune_checkpoints
+from rlightning.utils.logger import get_logger
+
+logger = get_logger(__name__)
 
 __all__ = ["checkpoint_state", "newest_complete", "periodic_checkpoint", "restore_checkpoint", "write_checkpoint"]
 
 BUFFER_RNG = "buffer_rng.pt"
+WORKERS_RNG = "workers_rng.pt"
 
 
 def checkpoint_state(engine: Any) -> Dict[str, Any]:
@@ -42,16 +47,42 @@ def checkpoint_state(engine: Any) -> Dict[str, Any]:
         "weight_version": int(engine.policy_group.weight_version),
         "eval_return": evaluated,
         "env_stats": snapshot() if snapshot is not None else None,
-        "eval_rng": [_np_rng_state(w) for w in getattr(engine.policy_group, "eval_workers", None) or []],
         "metrics": history[-10_000:],
     }
 
 
-def _np_rng_state(handle: Any) -> Any:
-    """The numpy generator state of an eval worker in this process (its epsilon or sampling draws); None for a
-    Ray actor (its draws after a resume differ) or a worker without one."""
-    rng = None if getattr(handle, "is_remote", True) else getattr(handle.worker, "np_rng", None)
-    return dict(rng.bit_generator.state) if rng is not None else None
+def _policy_workers(engine: Any) -> Dict[str, List[Any]]:
+    group = engine.policy_group
+    return {role: list(getattr(group, f"{role}_workers", None) or []) for role in ("train", "eval")}
+
+
+def workers_rng_state(engine: Any) -> Dict[str, List[Any]]:
+    """Each train and eval worker's `BasePolicy.rng_state` (a Ray worker's with its process's generators); None
+    for a worker that did not answer (it died: a resumed run's draws for it differ, nothing else)."""
+    out: Dict[str, List[Any]] = {}
+    for role, handles in _policy_workers(engine).items():
+        out[role] = []
+        for handle in handles:
+            try:
+                out[role].append(handle.call("rng_state", bool(handle.is_remote)))
+            except Exception as err:  # noqa: BLE001 - a checkpoint is not lost for one worker's generators
+                logger.warning("checkpoint: %s worker's generator state not saved (%r)", role, err)
+                out[role].append(None)
+    return out
+
+
+def set_workers_rng_state(engine: Any, states: Dict[str, List[Any]]) -> None:
+    """Restore `workers_rng_state` into workers of the same roles (a role with another worker count is skipped)."""
+    for role, handles in _policy_workers(engine).items():
+        saved = states.get(role) or []
+        if len(saved) != len(handles):
+            logger.warning(
+                "resume: %d %s worker(s) saved, %d now: their generators start afresh", len(saved), role, len(handles)
+            )
+            continue
+        for handle, state in zip(handles, saved):
+            if state is not None:
+                handle.call("set_rng_state", state)
 
 
 def write_checkpoint(engine: Any, target: Path, include_buffer: bool = False) -> None:
@@ -62,6 +93,7 @@ def write_checkpoint(engine: Any, target: Path, include_buffer: bool = False) ->
             save_buffer_data(tmp, engine.buffer.get_data())
         if hasattr(engine.buffer, "rng_states"):  # the samplers' generators: a resumed run draws the same batches
             torch.save(engine.buffer.rng_states(), tmp / BUFFER_RNG)
+        torch.save(workers_rng_state(engine), tmp / WORKERS_RNG)  # exploration and acting draws, schedules
         save_engine_files(tmp, engine.state(), engine.config)
 
 
@@ -70,11 +102,12 @@ def periodic_checkpoint(engine: Any) -> None:
     ``train.keep_checkpoints`` (keeping the best by eval return with ``train.eval_interval``), and with
     ``train.checkpoint_resets_envs`` reset the envs next."""
     train = engine.config.train
-    engine.save(engine.run_dir / "checkpoints" / f"iter_{engine.iteration:06d}", include_buffer=train.checkpoint_buffer)
-    prune_checkpoints(engine.run_dir, train.keep_checkpoints, FORMAT_VERSION, keep_best=bool(train.eval_interval))
     if train.checkpoint_resets_envs:  # a run resumed here starts from a seeded reset: so does this one
+        # Before the save: the episodes in flight it stores (truncated) are in the checkpoint's data too.
         engine.buffer.truncate_episodes(engine.env_ids)
         engine.collector.forget()
+    engine.save(engine.run_dir / "checkpoints" / f"iter_{engine.iteration:06d}", include_buffer=train.checkpoint_buffer)
+    prune_checkpoints(engine.run_dir, train.keep_checkpoints, FORMAT_VERSION, keep_best=bool(train.eval_interval))
 
 
 def restore_checkpoint(engine: Any, path: Path) -> None:
@@ -102,11 +135,8 @@ def restore_checkpoint(engine: Any, path: Path) -> None:
     restore = getattr(engine.env_group, "restore_stats", None)
     if isinstance(state.get("env_stats"), dict) and restore is not None:
         restore(state["env_stats"])
-    workers = getattr(engine.policy_group, "eval_workers", None) or []
-    for handle, rng_state in zip(workers, state.get("eval_rng") or []):
-        rng = None if getattr(handle, "is_remote", True) else getattr(handle.worker, "np_rng", None)
-        if rng is not None and isinstance(rng_state, dict):
-            rng.bit_generator.state = rng_state
+    if (path / WORKERS_RNG).is_file():
+        set_workers_rng_state(engine, torch.load(path / WORKERS_RNG, weights_only=True))
     engine.metrics.history.extend(row for row in state.get("metrics", []) if isinstance(row, dict))
 
 

@@ -10,9 +10,11 @@ never runs pickled code.
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Union
 
+import numpy as np
 import torch
 
 from rlightning.types.convert import map_arrays
@@ -44,6 +46,8 @@ def checkpoint_state(policy: BasePolicy) -> Dict[str, Any]:
             "train_calls": int(policy.train_calls),
         },
         "extra": map_arrays(policy.extra_checkpoint_state(), _cpu_clone),
+        # What the last train() reported (an algorithm that updates its actor every few calls repeats it).
+        "last_metrics": {k: float(v) for k, v in policy._last_metrics.items() if isinstance(v, (int, float))},
     }
 
 
@@ -107,6 +111,8 @@ def load_checkpoint_state(policy: BasePolicy, state: Dict[str, Any]) -> Dict[str
     policy.update_count = int(counters.get("update_count", 0))
     policy.train_calls = int(counters.get("train_calls", 0))
     policy.load_extra_checkpoint_state(state.get("extra", {}))
+    if isinstance(state.get("last_metrics"), dict):
+        policy._last_metrics = dict(state["last_metrics"])
     return {
         "weight_version": policy.weight_version,
         "update_count": policy.update_count,
@@ -124,3 +130,48 @@ def read_checkpoint(path: Union[str, os.PathLike]) -> Dict[str, Any]:
     if not p.is_file():
         raise FileNotFoundError(f"policy checkpoint {str(p)!r} does not exist")
     return torch.load(p, map_location="cpu", weights_only=True)
+
+
+def worker_rng_state(policy: BasePolicy, process: bool = False) -> Dict[str, Any]:
+    """``policy``'s own generator state (``np_rng``: epsilon-greedy and exploration draws) and its acting counters
+    (the rows it answered drive DQN's and TD3's schedules between weight syncs), as plain data for an engine
+    checkpoint; with ``process``, also the torch (and CUDA), numpy and python generators of its process (those of
+    a Ray worker; a worker in the driver shares the driver's, which the engine checkpoint keeps)."""
+    rng = getattr(policy, "np_rng", None)
+    out: Dict[str, Any] = {
+        "np_rng": dict(rng.bit_generator.state) if isinstance(rng, np.random.Generator) else None,
+        "rollout_calls": int(policy._rollout_calls),
+        "rollout_rows": int(policy._rollout_rows),
+    }
+    if process:
+        np_state = np.random.get_state()
+        out["process"] = {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy_keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "numpy_pos": int(np_state[2]),
+            "python": torch.tensor([int(x) for x in random.getstate()[1]], dtype=torch.int64),
+        }
+    return out
+
+
+def set_worker_rng_state(policy: BasePolicy, state: Dict[str, Any]) -> None:
+    """Restore what `worker_rng_state` returned (the process generators only when it holds them).
+
+    Raises:
+        TypeError: ``state`` is not a dict.
+    """
+    if not isinstance(state, dict):
+        raise TypeError(f"set_rng_state(state=...) needs the dict rng_state returned, got {type(state).__name__}")
+    rng = getattr(policy, "np_rng", None)
+    if isinstance(state.get("np_rng"), dict) and isinstance(rng, np.random.Generator):
+        rng.bit_generator.state = state["np_rng"]
+    policy._rollout_calls = int(state.get("rollout_calls", policy._rollout_calls))
+    policy._rollout_rows = int(state.get("rollout_rows", policy._rollout_rows))
+    proc = state.get("process")
+    if isinstance(proc, dict):
+        torch.set_rng_state(proc["torch"])
+        if proc.get("cuda") and torch.cuda.is_available() and len(proc["cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(proc["cuda"])
+        np.random.set_state(("MT19937", proc["numpy_keys"].numpy().astype(np.uint32), int(proc["numpy_pos"]), 0, 0.0))
+        random.setstate((3, tuple(int(x) for x in proc["python"].tolist()), None))
