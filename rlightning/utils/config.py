@@ -182,6 +182,12 @@ class EnvConfig(_Config):
     the run stops; a worker that steps cleanly after a restart is forgiven (its count starts again at 0)."""
     max_total_restarts: Optional[int] = Field(None, ge=0)
     """Restarts of an env worker over the whole run before the run stops (None: unlimited)."""
+    failure_rate_limit: Optional[int] = Field(None, ge=1)
+    """Failures of one env worker allowed within any ``failure_rate_window_s`` seconds, in a row or not; one more
+    stops the run (None: no rate limit). Catches an env that fails often but steps cleanly in between, which
+    ``max_restarts`` forgives (``failure_rate_limit=5`` with the default window: at most 5 failures in 10 minutes)."""
+    failure_rate_window_s: float = Field(600.0, gt=0)
+    """The window of ``failure_rate_limit``, in seconds."""
     step_timeout_s: Optional[float] = Field(None, gt=0)
     """Seconds a Ray env worker's step or rollout may take before the worker is killed and recreated (its
     partial episodes dropped, counted as ``env_timeouts``); None: ``max(60, 100 x`` the median measured time
