@@ -33,7 +33,7 @@ from typing import Any, Deque, Dict, Optional
 import numpy as np
 
 from rlightning.engine.base_engine import BaseEngine
-from rlightning.engine.collect import record_latencies
+from rlightning.engine.collect import GroupActor
 from rlightning.utils.logger import get_logger
 from rlightning.utils.registry import ENGINE
 
@@ -101,41 +101,23 @@ class AsyncRLEngine(BaseEngine):
                 self._cv.notify_all()
 
     def _rollout_one_step(self) -> None:
-        t0 = time.perf_counter()
-        with self._lock:
-            learner = self._updates  # when this inference starts; train() may add one any time
-            if not self._learner_acts and learner - self._synced_updates > self._max_lag:
-                return  # over the bound since the wait: the loop waits again, for the next sync
-            resps = self.collector.act()
-            t1 = time.perf_counter()
-            for _, resp in resps.items():
-                if self._learner_acts:
-                    self._lags.append(0)
-                    continue
-                version = getattr(resp, "weight_version", None)
-                acted = self._synced_updates if version is None else self._updates_of_version.get(int(version))
-                self._lags.append(learner - (self._synced_updates if acted is None else acted))
-            record_latencies(self.timing, resps)
-            self.collector.store_step(resps)
-            t2 = time.perf_counter()
-        self.collector.advance(resps)  # env stepping outside the lock: training may sample meanwhile
-        t3 = time.perf_counter()
-        with self._lock:
-            self.collector.truncate_restarted()
+        """One step of every env worker through the rollout loop, the policy group acting within the lag bound
+        (`_PacedActor`); the step is stored at once, under the lock (training may sample meanwhile)."""
+        try:
+            self.collector.collect_steps(1, actor=_PacedActor(self), lock=self._lock, bootstrap=False)
+        except _Halted:
+            return
         produced, cut_s = self.num_sub_envs, 0.0
-        if self.on_policy:  # the unroll ends: its pieces are stored (and sampleable) only once cut
+        if self.on_policy:  # the unroll ends: its pieces are sampleable only once cut
             self._since_cut += 1
             produced = 0
             if self._since_cut >= self.config.train.rollout_steps:
-                t4 = time.perf_counter()
+                t0 = time.perf_counter()
                 with self._lock:
-                    self.collector.flush()
                     self.buffer.truncate_episodes(self.env_ids)
-                cut_s = time.perf_counter() - t4
+                cut_s = time.perf_counter() - t0
                 produced, self._since_cut = self._since_cut * self.num_sub_envs, 0
-        self.timing.add("inference", t1 - t0)
-        self.timing.add("buffer_add", t2 - t1 + cut_s)
-        self.timing.add("env_step", t3 - t2)
+        self.timing.add("buffer_add", cut_s)
         if produced:
             with self._cv:
                 self._produced += produced
@@ -275,3 +257,40 @@ class AsyncRLEngine(BaseEngine):
         """Stop the rollout thread, then the workers."""
         self._stop_thread()
         super().close()
+
+
+class _Halted(Exception):
+    """The engine stopped its rollout thread while a step waited to act."""
+
+
+class _PacedActor:
+    """The policy group acting for the async engine's rollout thread: under the learner's lock, only while the
+    acting weights are at most ``train.max_policy_lag`` updates behind (else it waits for the next sync), each
+    action's lag recorded."""
+
+    def __init__(self, engine: AsyncRLEngine) -> None:
+        self.engine = engine
+        self.group = GroupActor(engine.policy_group, engine.timing)
+
+    def act(self, ids: Any, rets: Any) -> Any:
+        e = self.engine
+        while True:
+            with e._lock:
+                learner = e._updates  # when this inference starts; train() may add one any time
+                if e._learner_acts or learner - e._synced_updates <= e._max_lag:
+                    resps = self.group.act(ids, rets)
+                    for resp in resps:
+                        if e._learner_acts:
+                            e._lags.append(0)
+                            continue
+                        version = getattr(resp, "weight_version", None)
+                        acted = e._synced_updates if version is None else e._updates_of_version.get(int(version))
+                        e._lags.append(learner - (e._synced_updates if acted is None else acted))
+                    return resps
+            with e._cv:  # over the bound: wait for the next sync
+                if e._halt.is_set():
+                    raise _Halted()
+                e._cv.wait(timeout=0.5)
+
+    def values(self, ids: Any, rets: Any) -> Any:
+        return self.group.values(ids, rets)

@@ -28,7 +28,7 @@ from rlightning.utils.logger import get_logger
 
 logger = get_logger(__name__)
 
-__all__ = ["ActingGroup", "Collector", "RolloutBuffer", "RolloutEnvs"]
+__all__ = ["ActingGroup", "Collector", "GroupActor", "RolloutBuffer", "RolloutEnvs"]
 
 
 class RolloutEnvs(Protocol):
@@ -105,9 +105,6 @@ class Collector:
         self.env_rets: Optional[BatchedData] = None
         self.stop_event = threading.Event()
         self._started = False
-        # Per-step layout: the step whose next EnvRets are not known yet.
-        self._held: Optional[Tuple[BatchedData, BatchedData]] = None
-        self._skip: set = set()
         self._metas = {m.env_id: m for m in env_metas}
         self._episode_ids: Dict[str, EpisodeIds] = {}
         self._next_id_base = 0
@@ -136,7 +133,6 @@ class Collector:
     def reset(self, seed: Optional[int] = None) -> BatchedData:
         """Reset every env (episodes in progress in the buffer are truncated first); returns the EnvRets."""
         if self._started:
-            self.flush()
             self.buffer.truncate_episodes(self.env_ids)
         self.env_rets = self.env_group.reset(seed=seed)
         for ids in self._episode_ids.values():
@@ -147,7 +143,6 @@ class Collector:
     def forget(self) -> None:
         """Drop the rollout state (after a checkpoint load): the next rollout resets the envs."""
         self.env_rets = None
-        self._held = None
         self._started = False
 
     def truncate_restarted(self, restarted: Optional[Sequence[str]] = None) -> None:
@@ -159,7 +154,6 @@ class Collector:
         if restarted is None:
             restarted = self.env_group.pop_restarted_env_ids()
         for env_id in restarted:
-            self._skip.add(env_id)
             if env_id in self._episode_ids:
                 self._episode_ids[env_id].reset()
         if restarted:
@@ -167,42 +161,6 @@ class Collector:
             self.buffer.truncate_episodes(restarted)
 
     # ------------------------------------------------------------------ per step
-
-    def act(self) -> BatchedData:
-        """The policy group's responses to the current EnvRets (one call for every env worker)."""
-        return self.policy_group.rollout_batch(self.env_rets)
-
-    def store_step(self, resps: BatchedData) -> None:
-        """Store the current EnvRets with their responses.
-
-        The step is held until its next EnvRets are known (after the env step) and stored as one ``[N]``
-        record per env worker (`step_to_record`, one ``add_rollouts`` call) at the next call or at `flush`;
-        the step held before is stored now.
-        """
-        self.flush()
-        self._held = (self.env_rets, resps)
-
-    def flush(self) -> None:
-        """Store the held step (per-step layout with records) now that its next EnvRets are the current ones."""
-        held, self._held = self._held, None
-        skip, self._skip = self._skip, set()
-        if held is None:
-            return
-        from rlightning.types import step_to_record
-
-        rets, resps = held
-        after = dict(self.env_rets.items())
-        records = []
-        for (env_id, ret), (_, resp) in zip(rets.items(), resps.items()):
-            if env_id in skip or env_id not in after:
-                continue  # a restarted worker's next EnvRet is its reset: the step is lost with its episode
-            ids = self._ids_of(env_id, ret)
-            valid = ~start_done_flags(ret)
-            episode = ids.assign(valid[:, None])[:, 0]
-            meta = self._metas.get(env_id)
-            records.append(step_to_record(ret, resp, after[env_id], env_meta=meta, episode_id=episode))
-        if records:
-            self.buffer.add_rollouts(records)
 
     def _ids_of(self, env_id: str, ret: Any) -> EpisodeIds:
         ids = self._episode_ids.get(env_id)
@@ -213,12 +171,9 @@ class Collector:
             ids.reset()
         return ids
 
-    def advance(self, resps: BatchedData) -> BatchedData:
-        """Step the env workers with ``resps``; the new EnvRets become the current ones."""
-        self.env_rets = self.env_group.step(resps)
-        return self.env_rets
-
-    def collect_steps(self, num_steps: int) -> int:
+    def collect_steps(
+        self, num_steps: int, actor: Optional[Any] = None, lock: Optional[Any] = None, bootstrap: bool = True
+    ) -> int:
         """Step every env worker ``num_steps`` times, the policy group acting; returns env steps.
 
         The rollout loop (`rlightning.env.rollout_loop.run_rollout`) drives the env group's workers as its
@@ -227,14 +182,23 @@ class Collector:
         stores them. With `pipelined` (by default: two or more Ray env workers) each worker's next step is
         submitted as soon as its EnvRet is in and the answered steps are written while the next ones run;
         the records are the same (for a stochastic policy the draws come in another order across workers).
+
+        Args:
+            num_steps: Steps per env worker.
+            actor: Acts instead of the policy group (`GroupActor`; the async engine paces it).
+            lock: Held while the records are stored (the async engine's learner samples meanwhile).
+            bootstrap: False: the records' last ``next.value`` is not asked for (a learner that computes its
+                own values of ``next.obs``).
         """
-        self.flush()  # a step held by the one-step API
         streams = _GroupStreams(self.env_group, self.env_rets, in_flight=self._pipelines())
-        chunks = StepChunks(self.env_rets, num_steps, self._ids_of, self.buffer.add_rollouts, self.truncate_restarted)
+        store, restarted = self.buffer.add_rollouts, self.truncate_restarted
+        if lock is not None:
+            store, restarted = _locked(lock, store), _locked(lock, restarted)
+        chunks = StepChunks(self.env_rets, num_steps, self._ids_of, store, restarted, bootstrap=bootstrap)
         try:
             times = run_rollout(
                 streams,
-                _GroupActor(self.policy_group, self.timing),
+                actor if actor is not None else GroupActor(self.policy_group, self.timing),
                 chunks,
                 num_steps,
                 in_flight=streams.in_flight,
@@ -300,7 +264,15 @@ class Collector:
         return self.collect_steps(num_steps)
 
 
-class _GroupActor:
+def _locked(lock: Any, fn: Any) -> Any:
+    def call(*args: Any) -> Any:
+        with lock:
+            return fn(*args)
+
+    return call
+
+
+class GroupActor:
     """The policy group as the rollout loop's actor: one ``rollout_batch`` call answers the given EnvRets."""
 
     def __init__(self, policy_group: ActingGroup, timing: Any) -> None:

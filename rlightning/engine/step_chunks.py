@@ -31,6 +31,7 @@ class StepChunks:
         store: Called with the finished records (a list of ``[N, t]`` TensorDicts) to store them.
         on_restarted: Called after each write with the env ids restarted since the last one (the collector
             truncates their episodes in flight).
+        bootstrap: False: `wants_value` is always False (the learner computes its own values of ``next.obs``).
     """
 
     def __init__(
@@ -40,8 +41,10 @@ class StepChunks:
         ids_of: Callable[[str, Any], EpisodeIds],
         store: Callable[[List[Any]], None],
         on_restarted: Callable[[Sequence[str]], None],
+        bootstrap: bool = True,
     ) -> None:
         self.num_steps = int(num_steps)
+        self.bootstrap = bool(bootstrap)
         self._ids_of = ids_of
         self._store = store
         self._on_restarted = on_restarted
@@ -92,7 +95,7 @@ class StepChunks:
     def wants_value(self, env_id: str) -> bool:
         """True when that worker's responses carry ``value`` (its record then needs the last one)."""
         writer = self._writers.get(env_id)
-        return writer is not None and writer.extras is not None and "value" in writer.extras
+        return self.bootstrap and writer is not None and writer.extras is not None and "value" in writer.extras
 
     def finish(self, values: Dict[str, Any]) -> None:
         """Store the ``[N, T]`` records of every worker (the steps written), in worker order; ``values``: env id

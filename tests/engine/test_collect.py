@@ -191,17 +191,14 @@ def test_the_per_step_layout_stores_one_record_per_worker_and_rollout():
             assert torch.equal(~rec["valid"][:, 1:], rec["next", "done"][:, :-1])
             ids = rec["episode_id"]
             assert torch.equal(ids[:, 1:] != ids[:, :-1], rec["next", "done"][:, :-1])
-        # The one-step API (asyncrl) holds a step until its next EnvRets are known, then stores [N] records.
+        # One step at a time (the async engine's rollout thread): each step is stored at once, as one [N, 1]
+        # record per worker.
         buffer.records.clear()
-        resps = collector.act()
-        collector.store_step(resps)
-        assert buffer.records == []
-        collector.advance(resps)
-        collector.flush()
-        assert [tuple(r.batch_size) for r in buffer.records] == [(3,), (2,)]
+        assert collector.collect_steps(1, bootstrap=False) == 5
+        assert [tuple(r.batch_size) for r in buffer.records] == [(3, 1), (2, 1)]
         first = dict(zip(group.env_ids, buffer.records))
         np.testing.assert_array_equal(
-            first[group.env_ids[0]]["next", "obs"].numpy(), collector.env_rets[0][1].observation
+            first[group.env_ids[0]]["next", "obs"][:, 0].numpy(), collector.env_rets[0][1].observation
         )
         # A second reset truncates the episodes in progress.
         collector.reset(seed=4)
