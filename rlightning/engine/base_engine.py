@@ -114,7 +114,6 @@ class BaseEngine:
             self.env_ids,
             self.num_sub_envs,
             in_env_workers=self.inference_in_env_workers,
-            env_metas=self.env_metas,
         )
         self.train_rounds = TrainRounds(self)  # the train phase's updates (rlightning.engine.train_rounds)
         if self.inference_in_env_workers:

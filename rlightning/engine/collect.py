@@ -76,7 +76,6 @@ class Collector:
         env_ids: The env workers' ids, in worker order.
         num_sub_envs: Sub-environments over all workers.
         in_env_workers: True for ``cluster.inference="env_workers"``.
-        env_metas: The workers' `EnvMeta` (checks the per-step records against the spaces).
 
     Attributes:
         pipelined: Per-step layout: keep one step in flight per env worker and act on each worker's EnvRet
@@ -93,7 +92,6 @@ class Collector:
         env_ids: Sequence[str],
         num_sub_envs: int,
         in_env_workers: bool,
-        env_metas: Sequence[Any] = (),
     ) -> None:
         self.env_group = env_group
         self.policy_group = policy_group
@@ -105,7 +103,6 @@ class Collector:
         self.env_rets: Optional[BatchedData] = None
         self.stop_event = threading.Event()
         self._started = False
-        self._metas = {m.env_id: m for m in env_metas}
         self._episode_ids: Dict[str, EpisodeIds] = {}
         self._next_id_base = 0
         self.pipelined: Optional[bool] = None

@@ -177,7 +177,7 @@ def test_the_per_step_layout_stores_one_record_per_worker_and_rollout():
     group = EnvGroup([EnvConfig(name="CartPole-v1", num_envs=3), EnvConfig(name="CartPole-v1", num_envs=2)])
     metas = group.init()
     buffer = RecordBuffer()
-    collector = Collector(group, _Zeros(), buffer, Timing(), group.env_ids, 5, in_env_workers=False, env_metas=metas)
+    collector = Collector(group, _Zeros(), buffer, Timing(), group.env_ids, 5, in_env_workers=False)
     try:
         assert collector.collect(12, seed=3) == 12 * 5
         # One [N, T] record per worker, in worker order: the shape the env-worker layout stores.

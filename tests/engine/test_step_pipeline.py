@@ -1,5 +1,5 @@
-"""Tests of the rollout loop in flight (`run_rollout` with `in_flight=True`): the per-step layout with one step in flight per env worker
-stores what the lock-step loop stores."""
+"""Tests of the rollout loop in flight (`run_rollout` with ``in_flight=True``): the per-step layout with one step in
+flight per env worker stores what the lock-step loop stores."""
 
 import numpy as np
 import pytest
@@ -37,10 +37,10 @@ class _Deterministic:
 
 def _collect(cfgs, pipelined, steps, seed, remote=False, rollouts=2, stop_after=None):
     group = EnvGroup(cfgs, remote=remote)
-    metas = group.init()
+    group.init()
     policy, buffer = _Deterministic(stop_after), RecordBuffer()
     n = sum(c.num_envs for c in cfgs)
-    collector = Collector(group, policy, buffer, Timing(), group.env_ids, n, in_env_workers=False, env_metas=metas)
+    collector = Collector(group, policy, buffer, Timing(), group.env_ids, n, in_env_workers=False)
     collector.pipelined = pipelined
     policy.collector = collector
     try:
