@@ -9,8 +9,9 @@ stored as complete); restarts and env errors are counted in `GroupStats`.
 ``EnvConfig.max_restarts`` limits CONSECUTIVE failures: a worker whose next
 step (or rollout) after a restart succeeds is forgiven (`forgive`).
 ``EnvConfig.max_total_restarts`` (None: unlimited) limits restarts over the
-worker's life. Past either, `EnvWorkerError` stops the run naming the env id,
-the counts and the original exception.
+worker's life, and ``EnvConfig.failure_rate_limit`` (None: off) the failures
+within any ``failure_rate_window_s`` seconds. Past any of them, `EnvWorkerError`
+stops the run naming the env id, the limit, the counts and the original exception.
 Caller errors (marked with `rlightning.env.errors.caller_error`) and Ray's
 own errors are re-raised as they are.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
+from time import monotonic
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from rlightning.env.errors import EnvWorkerError, classify_env_failure, original_error
@@ -216,6 +218,7 @@ class WorkerRecovery:
             if kind == "raised":
                 slot.env_errors += 1
                 self._stats.add_env_error(slot.env_id)
+            slot.failure_times.append(monotonic())
             if limit_reached(slot):
                 if kind == "raised":
                     slot.discard()
@@ -315,6 +318,17 @@ def limit_reached(slot: WorkerSlot) -> str:
             f"max_total_restarts={total} reached (restarts over the run; raise env.max_total_restarts "
             "(EnvConfig.max_total_restarts) to allow more)"
         )
+    rate = slot.config.failure_rate_limit
+    if rate is not None:
+        window = slot.config.failure_rate_window_s
+        while slot.failure_times and slot.failure_times[0] < monotonic() - window:
+            slot.failure_times.popleft()
+        if len(slot.failure_times) > rate:
+            return (
+                f"failure_rate_limit={rate} reached ({len(slot.failure_times)} failures within "
+                f"failure_rate_window_s={window:g} s; raise env.failure_rate_limit (EnvConfig.failure_rate_limit) "
+                "or shorten env.failure_rate_window_s to allow more)"
+            )
     if slot.failures >= slot.config.max_restarts:
         return (
             f"max_restarts={slot.config.max_restarts} reached ({slot.failures} restart(s) in a row without a clean "

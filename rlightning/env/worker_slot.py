@@ -12,8 +12,9 @@ gymnasium backend.
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Union
 
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.gym_env import GymnasiumEnv
@@ -68,6 +69,7 @@ class WorkerSlot:
     restarts: int = 0
     env_errors: int = 0
     failures: int = 0  # restarts since the worker last stepped cleanly (limited by config.max_restarts)
+    failure_times: Deque[float] = field(default_factory=deque)  # monotonic times (config.failure_rate_limit)
     inflight: bool = False
     extra_kwargs: Dict[str, Any] = field(default_factory=dict)
     env_vars: Optional[Dict[str, str]] = None

@@ -35,3 +35,31 @@ def test_failures_in_a_row_past_max_restarts_stop_the_run(tmp_path, build):
         r"time\(s\): max_restarts=3 reached \(3 restart\(s\) in a row without a clean step between",
     ):
         engine.step()
+
+
+def test_failures_within_the_rate_window_past_failure_rate_limit_stop_the_run(tmp_path, build):
+    # Each worker raises every 4th step call and steps cleanly in between: max_restarts forgives it each time,
+    # the rate limit (2 failures within the window) stops it at its 3rd failure.
+    cfg = small_ppo(tmp_path, False, f"env.name={FLAKY}", "env.failure_rate_limit=2", "env.failure_rate_window_s=3600")
+    log = tmp_path / "raises.log"
+    cfg.env.env_kwargs = {"episode_length": 5, "fail_every": 4, "log_path": str(log)}
+    engine = build(cfg).engine
+    with pytest.raises(
+        EnvWorkerError,
+        match=r"env worker tests\.support\.env_flaky\.Flaky-v0-\d raised RuntimeError in step: .*failure_rate_limit=2 "
+        r"reached \(3 failures within failure_rate_window_s=3600 s; raise env\.failure_rate_limit",
+    ):
+        engine.run(iterations=3)
+    assert count_lines(log, "step") >= 3
+
+
+def test_failures_spread_wider_than_the_window_go_on(tmp_path, build, monkeypatch):
+    import rlightning.env.recovery as recovery
+
+    clock = iter(range(0, 10_000, 100))  # each failure 100 s after the last: never 3 within 150 s
+    monkeypatch.setattr(recovery, "monotonic", lambda: float(next(clock)))
+    cfg = small_ppo(tmp_path, False, f"env.name={FLAKY}", "env.failure_rate_limit=1", "env.failure_rate_window_s=150")
+    cfg.env.env_kwargs = {"episode_length": 5, "fail_every": 4, "log_path": str(tmp_path / "raises.log")}
+    engine = build(cfg).engine
+    history = engine.run(iterations=2)
+    assert history[-1]["env_errors"] >= 4
