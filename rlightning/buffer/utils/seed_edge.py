@@ -1,4 +1,4 @@
-"""`SeedEdge`: the seed API's per-step inputs turned into records for the `RecordWriter`.
+"""`SeedEdge`: the seed API's per-step inputs turned into records for the `StorageWriter`.
 
 `Storage.add_transition(env_ret_t, policy_resp_t)` runs the transition
 pipeline (``preprocess_fn`` and the preprocessors, once per observation) and
@@ -7,7 +7,7 @@ the step checks, then pairs the step with the env's previous one: the pair
 record `rlightning.types.record.record_leaves` builds), with ``next.value``
 from the response to ``t`` (the bootstrap of an episode that ends there). The
 writer stores it as a one-column chunk of the env's open episodes
-(`RecordWriter.write_step`). The newest step waits for the env's next EnvRet.
+(`StorageWriter.write_step`). The newest step waits for the env's next EnvRet.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import torch
 
 from rlightning.buffer.utils.episode_input import AsyncPairer
 from rlightning.buffer.utils.preprocessors import to_numpy
-from rlightning.buffer.utils.record_writer import RecordWriter
 from rlightning.buffer.utils.step_checks import StepChecker
+from rlightning.buffer.utils.storage_writer import StorageWriter
 from rlightning.types import EnvRet
 
 __all__ = ["SeedEdge"]
@@ -50,7 +50,7 @@ class SeedEdge:
         close_on_done: ``auto_truncate_episode``.
     """
 
-    def __init__(self, writer: RecordWriter, checks: StepChecker, pipeline: Dict[str, Any], close_on_done: bool):
+    def __init__(self, writer: StorageWriter, checks: StepChecker, pipeline: Dict[str, Any], close_on_done: bool):
         self.writer = writer
         self.checks = checks
         self.preprocess_fn: Callable = pipeline.pop("preprocess_fn")

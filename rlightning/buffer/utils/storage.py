@@ -6,12 +6,12 @@
     storage.truncate_episodes(["CartPole-v1-0"])     # close episodes in progress by hand
     batch = storage.sample(256)                      # TensorDict [256]
 
-A Storage is composed of objects that own their state: a `RecordWriter`
+A Storage is composed of objects that own their state: a `StorageWriter`
 (open episodes per env, per-step adds staged in numpy until an episode closes,
 the writes into the preallocated store, counters), a
 `StorageReader` (sampling, copies), a `SeedEdge` (per-step seed inputs turned
 into records) and a `StepChecker`. Records are validated once per add and
-written with one copy per key (see `rlightning.buffer.utils.record_writer`).
+written with one copy per key (see `rlightning.buffer.utils.storage_writer`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from tensordict import TensorDict
 from rlightning.buffer.utils.episode_input import episode_to_transitions
 from rlightning.buffer.utils.preprocessors import to_numpy
 from rlightning.buffer.utils.record_chunks import chunk_from_record, nonfinite_steps, preprocess_chunk
-from rlightning.buffer.utils.record_writer import RecordWriter, StorageFullError
 from rlightning.buffer.utils.samplers import make_sampler
 from rlightning.buffer.utils.seed_edge import SeedEdge
 from rlightning.buffer.utils.step_checks import StepChecker
 from rlightning.buffer.utils.storage_read import StorageReader
+from rlightning.buffer.utils.storage_writer import StorageFullError, StorageWriter
 from rlightning.buffer.utils.tensor_store import (
     EpisodeStore,
     TransitionStore,
@@ -161,7 +161,7 @@ class Storage:
         generator.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,)).item()))
         self.timer = OpTimer()
         on_write = self.sampler.on_write if self.sampler.name == "prioritized" else None
-        self.writer = RecordWriter(self.store, unit, mode, self.postprocess_fn, on_write, self.timer)
+        self.writer = StorageWriter(self.store, unit, mode, self.postprocess_fn, on_write, self.timer)
         self._slice_generator = generator
         self.reader = StorageReader(self.store, self.sampler, unit, slice_len, generator, self.timer, int(burn_in))
         self.checks = StepChecker(env_meta_list or [], nan_guard)

@@ -1,4 +1,4 @@
-"""`RecordWriter`: closed episodes of record chunks written into a storage's preallocated tensors.
+"""`StorageWriter`: closed episodes of record chunks written into a storage's preallocated tensors.
 
 Every add hands the writer one chunk ``[N, T]`` of one env. Its
 `OpenEpisodes` finds, with tensor ops, which steps close episodes; the writer
@@ -35,7 +35,7 @@ from rlightning.buffer.utils.tensor_store import EpisodeStore, TransitionStore
 from rlightning.buffer.utils.timing import OpTimer
 from rlightning.buffer.utils.utils import default_postprocess_fn, run_postprocess
 
-__all__ = ["RecordWriter", "StorageFullError"]
+__all__ = ["StorageWriter", "StorageFullError"]
 
 
 class StorageFullError(ValueError):
@@ -49,7 +49,7 @@ def _direct_fn(fn: Callable) -> bool:
     return all(hasattr(fn, a) for a in ("batched", "reads", "writes"))
 
 
-class RecordWriter:
+class StorageWriter:
     """Writes closed episodes into a `TransitionStore` or `EpisodeStore` and keeps the write counters.
 
     Args:
@@ -334,4 +334,4 @@ class RecordWriter:
             self.recent.append({"env_id": env_id, "return": ret, "length": length, "time": now})
 
     def __repr__(self) -> str:
-        return f"RecordWriter(unit={self.unit!r}, mode={self.mode!r}, open envs={sorted(self.open)})"
+        return f"StorageWriter(unit={self.unit!r}, mode={self.mode!r}, open envs={sorted(self.open)})"
