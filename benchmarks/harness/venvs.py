@@ -26,6 +26,11 @@ PEERS: Dict[str, tuple] = {
     "sb3": (["stable-baselines3==2.9.*", "gymnasium[box2d]"], ["stable_baselines3", "torch", "gymnasium", "numpy"]),
     # rl-baselines3-zoo: its Optuna hyperparameter optimisation of SB3 (the sweep anchor, benchmarks/sweep_anchor.py).
     "zoo": (["rl_zoo3==2.9.*", "stable-baselines3==2.9.*"], ["rl_zoo3", "stable_baselines3", "optuna", "torch"]),
+    # sb3-contrib's MaskablePPO on PettingZoo's classic games (benchmarks/games_maskppo.py, PettingZoo's SB3 tutorial).
+    "games": (
+        ["sb3-contrib==2.9.*", "stable-baselines3==2.9.*", "pettingzoo[classic]==1.27.0"],
+        ["sb3_contrib", "stable_baselines3", "pettingzoo", "torch"],
+    ),
 }
 
 
