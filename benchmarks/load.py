@@ -38,10 +38,13 @@ def job_processes(job_id: str, session: Optional[int] = None) -> Dict[int, str]:
     """Ray worker processes bound to ``job_id`` (``RAY_JOB_ID`` in their environment): pid -> process title.
 
     ``session`` keeps only processes of that session id (a cluster started in its own session).
-    The raylet's pool of workers not yet bound to a job (job ``ffffffff``) belongs to no driver.
+    The raylet's pool of workers not yet bound to a job (job ``ffffffff`` in their environment) belongs
+    to no driver; an actor of the job that took one of them is found in the cluster's actor table
+    (its pid), when this process is connected to that cluster.
     """
     import psutil
 
+    actor_pids = _job_actor_pids(job_id)
     out: Dict[int, str] = {}
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = proc.info.get("cmdline") or []
@@ -50,11 +53,22 @@ def job_processes(job_id: str, session: Optional[int] = None) -> Dict[int, str]:
         try:
             if session is not None and os.getsid(proc.pid) != session:
                 continue
-            if proc.environ().get("RAY_JOB_ID") == job_id:
+            if proc.pid in actor_pids or proc.environ().get("RAY_JOB_ID") == job_id:
                 out[proc.pid] = cmd[0].strip()[:80]
         except (OSError, psutil.Error):
             continue
     return out
+
+
+def _job_actor_pids(job_id: str) -> set:
+    """Pids of the ALIVE actors of ``job_id`` in the actor table of the cluster this process is connected to."""
+    import ray
+
+    if not ray.is_initialized() or ray.get_runtime_context().get_job_id() != job_id:
+        return set()
+    from ray._private import state
+
+    return {a["Pid"] for a in state.actors().values() if a.get("JobID") == job_id and a.get("State") == "ALIVE"}
 
 
 def job_memory(job_id: str) -> Dict[str, float]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from rlightning.notebook.jobs import METRICS_PREFIX, TrainingJob, TrainingJobError
-from tests.support.cluster import free_port, token_file
+from tests.support.cluster import free_port, stop_process_group, token_file
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -140,10 +140,7 @@ def _dashboard_head(tmp: Path, site: str):
             time.sleep(0.5)
         yield f"127.0.0.1:{port}", env, temp_dir
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=60)
+        stop_process_group(proc)
         for pid in _our_processes(str(temp_dir)):  # what left the group (job drivers run in their own session)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

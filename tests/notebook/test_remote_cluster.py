@@ -44,6 +44,9 @@ def test_token_cluster_without_token_says_what_to_do(head_cluster):
     code = (
         "import os; os.environ.pop('RAY_AUTH_MODE', None); os.environ.pop('RAY_AUTH_TOKEN', None);"
         "os.environ['RAY_AUTH_TOKEN_PATH'] = '/nonexistent';"
+        # Ray retries a refused GCS connection once a second for 20 s before it fails, and the Lab waits for
+        # its background import of torch and the learner side; one try, nothing imported, shows the error
+        "os.environ['RAY_gcs_server_port_wait_time_s'] = '1'; os.environ['RLIGHTNING_WARM_IMPORTS'] = '0';"
         "from rlightning.notebook import Lab\n"
         "try:\n    Lab.connect(ADDRESS, timeout_s=5)\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
     )

@@ -86,14 +86,43 @@ def _wait_for_head(proc: subprocess.Popen, log: Path, timeout_s: float) -> None:
 
 def _stop_head(proc: subprocess.Popen, log: Path) -> None:
     """Stop exactly this head: its whole process group (never `ray stop`, which stops every cluster)."""
+    stop_process_group(proc)
+    log.unlink(missing_ok=True)
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM the process group ``proc`` leads (started with ``start_new_session``), SIGKILL what is left.
+
+    A head's raylet and workers end within a second of SIGTERM, but its GCS server takes ~30 s more
+    (and `ray start --block` waits for it): after ``grace_s`` the group is killed, then every process
+    still in the session (one that left the group) too.
+    """
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(timeout=60)
+        proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    for pid in session_pids(proc.pid):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    log.unlink(missing_ok=True)
+            os.kill(pid, signal.SIGKILL)
+
+
+def session_pids(session: int) -> list:
+    """Pids of the live processes of session ``session`` (zombies left out)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            # /proc/PID/stat: "pid (comm) state ppid pgrp session ..."; comm may hold spaces
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == session and fields[0] != "Z":
+                pids.append(int(entry.name))
+    return pids
 
 
 def token_file() -> str:
