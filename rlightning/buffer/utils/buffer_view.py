@@ -131,6 +131,25 @@ class BufferView:
             self.as_dataset(), batch_size=batch_size, shuffle=shuffle, collate_fn=_identity_collate, **kwargs
         )
 
+    def to_ray_dataset(self, num_blocks: Optional[int] = None) -> Any:
+        """The rows as a ``ray.data.Dataset`` (one column per key; nested keys joined with dots), for Ray Data
+        pipelines and the ``offline`` engine's streaming (`rlightning.datasets.ray_data`)."""
+        from rlightning.datasets.ray_data import view_to_ray_dataset  # Ray only when asked for
+
+        return view_to_ray_dataset(self, num_blocks)
+
+    @classmethod
+    def from_ray_dataset(cls, dataset: Any) -> BufferView:
+        """A `BufferView` of every row of a ``ray.data.Dataset`` (read into this process).
+
+        Raises:
+            TypeError: not a Ray Dataset.
+            ValueError: a dataset without rows.
+        """
+        from rlightning.datasets.ray_data import ray_dataset_to_view
+
+        return ray_dataset_to_view(dataset)
+
     def to_tensordict(self) -> TensorDict:
         """A writable copy of the data."""
         return self._data.clone().unlock_()
