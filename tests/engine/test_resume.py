@@ -30,7 +30,7 @@ def small_dqn(tmp_path, *extra):
 def _sac(tmp_path, *extra):
     from tests.support.configs import small_sac
 
-    return small_sac(tmp_path, False, *extra)
+    return small_sac(tmp_path, False, "train.updates_per_iteration=8", *extra)
 
 
 RUNS = {
