@@ -120,11 +120,15 @@ def start_sweep(
         ValueError / KeyError / TypeError: a bad space or option, before any trial starts.
         ResourceError: one trial needs more CPUs/GPUs than the cluster has.
     """
+    import logging
     import os
 
     from ray import tune
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tables in the cell or terminal
+    # Tune's own notes (where it wrote its state, checkpoint-snapshot frequency) would land in whichever cell
+    # runs when they come; the trials' statuses and errors are in the Experiment (results_df, show()).
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)
     spec = check_sweep(cfg, space, seeds, num_samples, search, scheduler, metric, mode, stop, allow_empty)
     check_metric(spec)
     _fit_check(spec)

@@ -2,8 +2,11 @@
 
 The trial runs in Tune's trial actor, which sits in the first bundle of the trial's placement group;
 Tune makes the group capture the actors the trial starts, so the run's env, policy and storage actors
-are placed in the trial's other bundles (`trial_bundles`). Every iteration reports its metrics;
-checkpoints are the engine's own (``engine.save`` / ``engine.load``) inside a Tune checkpoint, with a
+are placed in the trial's other bundles (`trial_bundles`). Every iteration reports its metrics.
+Tune's function trainables report synchronously (``tune.report`` returns once Tune's controller has taken
+the result and let the trial go on), so the run steps in a thread of its own, up to `AHEAD` iterations
+ahead of the reports: a trial then goes at the pace of its iterations, not of the round trips.
+Checkpoints are the engine's own (``engine.save`` / ``engine.load``) inside a Tune checkpoint, with a
 ``trial.json`` naming the trial that wrote it, so a PBT exploit (a trial starting from another trial's
 checkpoint) is recorded with the donor and a digest of the weights it loaded.
 """
@@ -25,6 +28,8 @@ logger = get_logger(__name__)
 TRIAL_CPUS = 1.0
 #: The file beside the engine's checkpoint that says which trial wrote it.
 TRIAL_FILE = "trial.json"
+#: Iterations a trial's run may step ahead of what Tune has taken (a stopped trial wastes at most these).
+AHEAD = 2
 
 
 def trial_bundles(cfg: MainConfig, trial_cpus: float = TRIAL_CPUS) -> List[Dict[str, float]]:
@@ -159,7 +164,9 @@ def run_trial(
         live: Dotted path -> ``run.set`` name, for the values PBT perturbs on a restored run.
         checkpoint_every: Report a checkpoint every this many iterations (and at the end).
     """
+    import queue
     import shutil
+    import threading
 
     from ray import tune
 
@@ -175,27 +182,65 @@ def run_trial(
     cfg.log.name = trial_id  # the run's folder in the trial's, and its name in MLflow / W&B
     cfg.log.progress = False
     run = Run(trial_id, cfg, build_run(cfg))
-    exploit = None
+    rows: queue.Queue = queue.Queue(maxsize=max(1, AHEAD - 1))  # one queued, one being reported
+    stop = threading.Event()
+    stepper: Optional[threading.Thread] = None
     try:
         placed = actors_in_trial_group(run)
+        exploit = None
         checkpoint = tune.get_checkpoint()
         if checkpoint is not None:
             exploit = _restore(run, checkpoint, trial_id)
             if live:  # the (perturbed) values of this trial apply on the restored learner, as run.set does
                 run.set(**{name: params[key] for key, name in live.items()})
-        while _counter(run.engine, stop_key) < stop_value:
-            metrics = run.step()
-            row = _report_row(metrics, params)
-            row["actors_in_trial_group"] = placed
-            if exploit is not None:
-                row["exploit"] = json.dumps(exploit)
-                exploit = None
-            done = _counter(run.engine, stop_key) >= stop_value
-            if done or run.engine.iteration % checkpoint_every == 0:
-                ckpt = _save(run, trial_id)
+
+        def put(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    rows.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def step_ahead() -> None:
+            """Step the run to the stop counter; queue each iteration's row (and checkpoint, when due)."""
+            nonlocal exploit
+            try:
+                while not stop.is_set() and _counter(run.engine, stop_key) < stop_value:
+                    row = _report_row(run.step(), params)
+                    row["actors_in_trial_group"] = placed
+                    if exploit is not None:
+                        row["exploit"] = json.dumps(exploit)
+                        exploit = None
+                    done = _counter(run.engine, stop_key) >= stop_value
+                    due = done or run.engine.iteration % checkpoint_every == 0
+                    if not put((row, _save(run, trial_id) if due else None)):
+                        return
+                put(None)
+            except BaseException as err:  # noqa: BLE001 - re-raised in the reporting thread
+                put(err)
+
+        stepper = threading.Thread(target=step_ahead, name=f"rlightning-trial-{trial_id}", daemon=True)
+        stepper.start()
+        while True:
+            item = rows.get()
+            if item is None:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            row, ckpt = item
+            if ckpt is None:
+                tune.report(row)
+            else:
                 tune.report(row, checkpoint=ckpt)
                 shutil.rmtree(ckpt.path, ignore_errors=True)  # Tune copied it to the trial's storage
-            else:
-                tune.report(row)
     finally:
+        stop.set()  # Tune stopped the trial (its report raised SystemExit), it ended or it failed
+        if stepper is not None:
+            stepper.join()
+        while not rows.empty():  # checkpoints stepped ahead of the last report
+            item = rows.get_nowait()
+            if isinstance(item, tuple) and item[1] is not None:
+                shutil.rmtree(item[1].path, ignore_errors=True)
         run.close(free_timeout_s=0)  # its actors' resources go back to the trial's placement group

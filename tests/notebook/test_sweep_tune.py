@@ -125,6 +125,10 @@ def test_seeds_aggregates_equal_rliables_and_each_trial_is_one_mlflow_and_one_wa
     assert table.loc["config", "mean"] == pytest.approx(df["last"].mean())
     band = curve_band(exp, points=10, reps=200)
     assert len(band) == 10 and (band["lo"] <= band["mean"] + 1e-9).all() and (band["mean"] <= band["hi"] + 1e-9).all()
+    from rlightning.widgets.experiment import ExperimentView
+
+    view = ExperimentView(exp, live=False)  # over seeds: one mean curve per config with its band
+    assert view.by_config and view.curves_png == view._band_png and view.curves_png[:4] == b"\x89PNG"
 
     # MLflow: one run per trial in the sweep's experiment, on the server; params are the config's dotted paths.
     client = MlflowClient(tracking_uri=uri)
