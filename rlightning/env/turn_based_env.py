@@ -47,6 +47,7 @@ from rlightning.env.errors import caller_error
 from rlightning.env.multi_agent_env import agent_actions
 from rlightning.env.suites import MissingSuiteError
 from rlightning.env.utils.utils import default_env_preprocess_fn
+from rlightning.selfplay.opponents import batch_key
 from rlightning.types import EnvMeta, MultiAgentEnvRet, PolicyResponse
 from rlightning.utils.config import EnvConfig
 from rlightning.utils.registry import ENVS
@@ -313,16 +314,18 @@ class TurnBasedEnv(BaseEnv):
 
     def _play_opponents(self, rows: List[int]) -> None:
         """Opponent moves in ``rows`` until each is the learner's turn or over (one batched call per opponent
-        and seat per round)."""
+        per round, and per seat where the opponent acts differently by seat: `opponents.batch_key`)."""
         pending = [i for i in rows if self._opponent_to_move(i)]
         while pending:
             by: Dict[Tuple[int, Any], List[int]] = {}
             for i in pending:
-                by.setdefault((id(self._opp[i]), self._inner[i].agent_selection), []).append(i)
-            for (_, raw), group in by.items():
-                obs = [self._observe(i, raw) for i in group]
+                opp, raw = self._opp[i], self._inner[i].agent_selection
+                by.setdefault((id(opp), batch_key(opp, str(raw))), []).append(i)
+            for group in by.values():
+                raws = [self._inner[i].agent_selection for i in group]
+                obs = [self._observe(i, raw) for i, raw in zip(group, raws)]
                 batch = {k: np.stack([o[k] for o in obs]) for k in obs[0]}
-                actions = self._opp[group[0]].act(batch, seat=str(raw))
+                actions = self._opp[group[0]].act(batch, seat=str(raws[0]))
                 for i, a, o in zip(group, actions, obs):
                     if not o[MASK][int(a)]:
                         raise RuntimeError(

@@ -15,6 +15,7 @@ and returns ``[k]`` legal actions:
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -26,11 +27,20 @@ __all__ = [
     "PolicyOpponent",
     "RandomOpponent",
     "ScriptedOpponent",
+    "batch_key",
     "scripted_game",
 ]
 
 #: The opponents ``env_kwargs.opponent`` names without a path.
 FIXED_OPPONENTS = ("random", "scripted", "league")
+
+
+def batch_key(opponent: Any, seat: str) -> Any:
+    """What an opponent's moves for ``seat`` depend on besides the observation: seats with the same key are
+    answered in one batched call. None for opponents that act alike in every seat (random and scripted play read
+    the board from the mover's side); a policy's group for `PolicyOpponent` (seats sharing parameters share it)."""
+    key = getattr(opponent, "batch_key", None)
+    return key(seat) if callable(key) else seat
 
 
 class RandomOpponent:
@@ -46,6 +56,10 @@ class RandomOpponent:
         mask = np.asarray(obs["action_mask"], dtype=bool)
         noise = self.rng.random(mask.shape)
         return np.where(mask, noise, -1.0).argmax(axis=1)
+
+    def batch_key(self, seat: str) -> None:
+        """Random play is the same in every seat."""
+        return None
 
 
 # ---------------------------------------------------------------------------------------------- scripted play
@@ -138,6 +152,10 @@ class ScriptedOpponent:
             out[i] = choice
         return out
 
+    def batch_key(self, seat: str) -> None:
+        """The board planes are the mover's: the same play in every seat."""
+        return None
+
 
 # ---------------------------------------------------------------------------------------------- frozen policies
 
@@ -156,6 +174,7 @@ class PolicyOpponent:
         self.name = name
         self.deterministic = deterministic
         self.group_of = {a: g for g, members in policy.groups.items() for a in members}
+        self._kwargs: Dict[str, Dict[str, Any]] = {}
 
     @classmethod
     def from_weights(
@@ -188,8 +207,15 @@ class PolicyOpponent:
     def act(self, obs: Dict[str, np.ndarray], seat: Optional[str] = None) -> np.ndarray:
         """``[k]`` actions of the snapshot for ``seat`` (None: the first) under the observations' ``action_mask``."""
         group = self.group_of[seat] if seat is not None else next(iter(self.policy.policies))
-        out = self.policy.policies[group].compute_actions(obs, deterministic=self.deterministic)
+        act = self.policy.policies[group].compute_actions
+        if group not in self._kwargs:  # no critic pass where the policy can leave it out
+            self._kwargs[group] = {"with_value": False} if "with_value" in inspect.signature(act).parameters else {}
+        out = act(obs, deterministic=self.deterministic, **self._kwargs[group])
         return np.asarray(out["action"]).reshape(-1)
+
+    def batch_key(self, seat: str) -> Any:
+        """The policy group playing ``seat`` (seats of one group are answered in one call)."""
+        return self.group_of.get(seat, seat)
 
 
 def build_eval_policy(policy_config: Any, env_meta: Any) -> Any:
