@@ -65,7 +65,7 @@ def _batch_to_tensordict(batch: Dict[str, np.ndarray]) -> TensorDict:
     n = len(next(iter(batch.values()))) if batch else 0
     out = TensorDict({}, batch_size=[n])
     for key, value in batch.items():
-        tensor = torch.as_tensor(np.ascontiguousarray(value))
+        tensor = torch.as_tensor(np.array(value))  # a copy: Ray hands out read-only arrays
         out.set(tuple(key.split(".")) if "." in key else key, tensor)
     return out
 
