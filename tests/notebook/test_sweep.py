@@ -155,3 +155,30 @@ def test_a_space_file_names_tune_domains():
         space_from_dict({"policy.gamma": {"normal": [0, 1]}})
     with pytest.raises(ValueError, match=r"uniform takes a list \[low, high\], got \[1\]"):
         space_from_dict({"policy.gamma": {"uniform": [1]}})
+
+
+def test_a_single_run_is_one_mlflow_run_in_the_local_store_and_one_offline_wandb_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.tracking import mlflow_uri
+    from tests.support.configs import small_ppo
+    from tests.support.tracking import history_of, read_wandb_run
+
+    cfg = small_ppo(tmp_path, False, "env.num_workers=1", "log.name=single", "log.group=alone")
+    cfg.log.mlflow, cfg.log.wandb, cfg.log.wandb_mode = True, True, "offline"
+    assert mlflow_uri(cfg) == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"  # the local store by default
+    engine = build_run(cfg).engine
+    rows = [engine.step() for _ in range(2)]
+    engine.close()
+    client = MlflowClient(tracking_uri=mlflow_uri(cfg))
+    (run,) = client.search_runs([client.get_experiment_by_name("alone").experiment_id])
+    assert (run.info.run_name, run.info.status) == ("single", "FINISHED")
+    assert run.data.params["train.rollout_steps"] == "32" and run.data.params["env.name"] == "CartPole-v1"
+    history = client.get_metric_history(run.info.run_id, "episode_return_mean")
+    assert [(m.step, m.value) for m in history] == [
+        (r["env_steps"], pytest.approx(r["episode_return_mean"])) for r in rows
+    ]
+    wandb_run = read_wandb_run(tmp_path / "single")
+    assert (wandb_run["group"], wandb_run["name"], wandb_run["project"]) == ("alone", "single", "rlightning")
+    assert history_of(wandb_run, "iteration") == [1, 2] and wandb_run["config"]["env"]["name"] == "CartPole-v1"
