@@ -193,3 +193,26 @@ def test_gradient_steps_treat_subnormal_floats_as_zero_and_restore_the_thread(fl
     else:
         assert torch.all((exp_avg > 0) & (exp_avg < 1.2e-38))
     assert float(torch.tensor([1e-38]) / 100) > 0  # the thread's own setting is back: subnormals survive
+
+
+def test_the_contract_is_the_class_body_and_the_worker_methods_come_from_one_table():
+    import inspect
+
+    from rlightning.policy import worker_api
+
+    bound = set(worker_api.WORKER_METHODS)
+    for name in bound:  # each one is a method of every policy (what Ray and the engine call) ...
+        member = inspect.getattr_static(BasePolicy, name)
+        func = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+        assert func.__module__ == "rlightning.policy.worker_api" and func.__qualname__ == f"BasePolicy.{name}"
+    source = inspect.getsource(BasePolicy)  # ... and none is written in the class body a newcomer reads
+    assert not [n for n in bound if f"def {n}(" in source]
+    contract = [n for n in source.split("\n") if n.startswith("    def ") and not n.startswith("    def __")]
+    assert 15 <= len(contract) <= 25, contract
+
+    class Quiet(PPOPolicy):  # a subclass still overrides a worker method as usual
+        def stats(self):
+            return {"quiet": True}
+
+    policy = Quiet(PolicyConfig(hidden_sizes=[8]))
+    assert policy.stats() == {"quiet": True} and policy.comm_info()["rank"] == -1
