@@ -13,6 +13,8 @@
 - The docstrings show examples (a config's YAML, a few lines of code) as an indented block after a blank line,
   Markdown-style; reST would read a block quote (and warn when it nests). Such a block becomes a literal block.
 - ``|x|`` in a docstring is an absolute value or a norm, never a reST substitution: its bars are escaped.
+- A config's entry lists its fields, not pydantic's ``BaseModel`` API (``model_config``, ``model_dump``, ...),
+  also where a class is documented with its inherited members (the V-trace configs).
 """
 
 from __future__ import annotations
@@ -172,9 +174,19 @@ def _no_substitutions(app: Any, what: str, name: str, obj: Any, options: Any, li
             )
 
 
+def _skip_pydantic_members(app: Any, what: str, name: str, obj: Any, skip: bool, options: Any) -> Any:
+    if what != "class":
+        return None
+    module = getattr(getattr(obj, "fget", obj), "__module__", None) or ""
+    if module.split(".")[0] == "pydantic" or name.startswith("model_"):  # pydantic's namespace, not a field
+        return True
+    return None
+
+
 def setup(app: Any) -> dict:
     """Register the docstring hooks."""
     app.connect("autodoc-process-docstring", _add_default)
+    app.connect("autodoc-skip-member", _skip_pydantic_members)
     app.connect("autodoc-process-docstring", _drop_attributes_with_own_docs, priority=400)
     app.connect("autodoc-process-docstring", _no_inline_attribute_type, priority=400)  # before napoleon (500)
     app.connect("autodoc-process-docstring", _escape_shape_stars, priority=400)  # before the type hints parse it

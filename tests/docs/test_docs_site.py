@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Dict, Iterator, List, Set
@@ -33,10 +34,15 @@ SEED_NAMES = Path(__file__).with_name("seed_names.txt")
 
 @pytest.fixture(scope="module")
 def built_site() -> subprocess.CompletedProcess:
-    """Run ``scripts/docs`` (a fresh build with warnings as errors, then the internal link check)."""
-    return subprocess.run(
-        ["bash", str(ROOT / "scripts" / "docs")], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    """Run ``scripts/docs`` (a fresh build with warnings as errors, then the internal link check).
+
+    With ``RLIGHTNING_DOCS_BUILT=1`` the site already in ``docs/_build/html`` is checked as it is (its links only):
+    for rerunning the page tests after a build."""
+    if os.environ.get("RLIGHTNING_DOCS_BUILT") == "1":
+        cmd = [sys.executable, str(ROOT / "docs" / "_ext" / "check_links.py"), str(HTML)]
+    else:
+        cmd = ["bash", str(ROOT / "scripts" / "docs")]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +161,44 @@ def test_config_fields_show_docstring_and_default(built_site: subprocess.Complet
     assert re.search(rf"Default:\s*<code[^>]*><span[^>]*>{default}</span>", entry.group(0)), entry.group(0)
     config = (HTML / "api" / "config.html").read_text()
     assert re.search(r'id="rlightning\.utils\.config\.EnvConfig\.num_envs".*?Default:', config, re.S)
+
+
+def test_every_config_field_has_an_entry_with_its_default(built_site: subprocess.CompletedProcess) -> None:
+    """Each field of each config class, under the class that declares it (or a public subclass, when that class is
+    private), with ``Default:`` and the first word of its docstring."""
+    from pydantic import BaseModel
+    from sphinx.pycode import ModuleAnalyzer
+
+    from rlightning.utils import config
+
+    pages = "\n".join(p.read_text() for p in (HTML / "api").glob("*.html"))
+    entries = {m.group(1): m.start() for m in re.finditer(r'<dt[^>]*id="([^"]+)"', pages)}
+    configs = {
+        obj
+        for module in ("rlightning.utils.config", "rlightning.policy.algorithms", "rlightning.policy")
+        for obj in vars(importlib.import_module(module)).values()
+        if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__.startswith("rlightning")
+    }
+    assert config.MainConfig in configs and len(configs) > 20
+    analyzers: Dict[str, Dict] = {}
+    missing, bare = [], []
+    for cls in sorted(configs, key=lambda c: c.__qualname__):
+        for field in cls.model_fields:
+            owner = next(c for c in cls.__mro__ if field in vars(c).get("__annotations__", {}))
+            shown = cls if owner.__name__.startswith("_") else owner
+            ids = [i for i in entries if i.endswith(f".{shown.__qualname__}.{field}")]
+            if not ids:
+                missing.append(f"{shown.__qualname__}.{field}")
+                continue
+            entry = pages[entries[ids[0]] :].split("</dd>", 1)[0]
+            docs = analyzers.setdefault(owner.__module__, ModuleAnalyzer.for_module(owner.__module__).find_attr_docs())
+            doc = docs.get((owner.__qualname__, field))
+            word = re.search(r"[A-Za-z]{3,}", " ".join(doc or []))
+            first = word.group(0) if word else None
+            if "Default:" not in entry or (first and first not in entry):
+                bare.append(f"{shown.__qualname__}.{field}")
+    assert not missing, f"config fields without an entry: {missing}"
+    assert not bare, f"config field entries without their default or docstring: {bare}"
 
 
 def test_notebook_pages_carry_their_widget_state(built_site: subprocess.CompletedProcess) -> None:
