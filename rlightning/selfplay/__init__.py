@@ -7,11 +7,11 @@
   win-rate matrix of the snapshots, the pool's sampling probabilities (``league.json``);
 - opponents (`RandomOpponent`, `ScriptedOpponent`, `PolicyOpponent`) and `play_match` (games between two
   players, per seat);
-- `elo_update`, `pfsp_weights`: the arithmetic.
+- `elo_fit` (ratings fitted to all games), `pfsp_weights`: the arithmetic.
 """
 
 from rlightning.selfplay.config import LeagueConfig, league_config
-from rlightning.selfplay.elo import elo_expected, elo_update, pfsp_weights, score
+from rlightning.selfplay.elo import elo_expected, elo_fit, pfsp_weights, score
 from rlightning.selfplay.opponents import PolicyOpponent, RandomOpponent, ScriptedOpponent
 
 __all__ = [
@@ -20,7 +20,7 @@ __all__ = [
     "RandomOpponent",
     "ScriptedOpponent",
     "elo_expected",
-    "elo_update",
+    "elo_fit",
     "league_config",
     "pfsp_weights",
     "score",

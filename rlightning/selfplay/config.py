@@ -32,10 +32,9 @@ class LeagueConfig(BaseModel):
     eval_games: int = Field(40, ge=0)
     """Games per seat of each evaluation match (against random play, the scripted opponent where the game
     has one, and each snapshot of the pool for the Elo ratings); 0: no evaluation."""
-    elo_k: float = Field(32.0, gt=0)
-    """The Elo K-factor (rating points per game's surprise)."""
     initial_elo: float = 1000.0
-    """The rating of random play (fixed: the anchor of the table) and of the first snapshot."""
+    """The rating of random play (fixed: the anchor of the table) and of a snapshot before its first games
+    (the ratings are fitted to all games at once, `rlightning.selfplay.elo.elo_fit`: no K-factor)."""
 
     @field_validator("pool_size")
     @classmethod

@@ -7,8 +7,10 @@ ordinary checkpoint folder (``<league_dir>/snapshots/iter_000010``, loadable by 
 - against random play and the scripted opponent (where the game has one): win / draw / loss per seat, in the
   metrics as ``league/random/<seat>/win`` ... and in the file's ``evals``;
 - against every snapshot of the pool (sampled moves on both sides): the **win-rate matrix** and the **Elo
-  ratings** (`elo_update`, one rating period per match; random play is the anchor, fixed at
-  ``initial_elo``).
+  ratings**, fitted to all the league's games at once (`elo_fit`: maximum likelihood on the Elo scale, random
+  play the anchor fixed at ``initial_elo``, one virtual draw of each snapshot against it). A fit rather than
+  K-factor updates: with evaluation matches of tens of games, ``K`` points per game of surprise sent ratings
+  from 840 to 3131 in one match; the fit moves a rating only as far as the results support.
 
 The pool is the newest ``pool_size`` snapshots; their probabilities of being met (``latest``, ``uniform`` or
 ``pfsp`` over the newest snapshot's scores against them) go to ``league.json``, which the env workers read
@@ -24,7 +26,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from rlightning.selfplay.config import LeagueConfig, league_config
-from rlightning.selfplay.elo import elo_update, pfsp_weights, score
+from rlightning.selfplay.elo import elo_fit, pfsp_weights, score
 from rlightning.selfplay.league_file import read_league, write_league
 from rlightning.selfplay.matches import play_match
 from rlightning.selfplay.opponents import PolicyOpponent, RandomOpponent, ScriptedOpponent, scripted_game
@@ -140,14 +142,13 @@ class League:
         back[2] += w
 
     def rate(self, a: str, b: str, result: Dict[str, int]) -> None:
-        """A match of ``a`` against ``b`` into the matrix and both Elo ratings (``random`` stays fixed)."""
+        """A match of ``a`` against ``b`` into the matrix, and every rating fitted again to all the games
+        (`elo_fit`; ``random`` stays fixed; snapshots without games keep theirs)."""
         self._record(a, b, result)
-        ratings = self.ratings()
-        ra, rb = elo_update(ratings[a], ratings[b], result["win"], result["draw"], result["loss"], self.config.elo_k)
-        for name, value in ((a, ra), (b, rb)):
-            if name == RANDOM:
-                continue
-            next(s for s in self.snapshots if s["name"] == name)["elo"] = value
+        fitted = elo_fit(self.matrix, RANDOM, self.random_elo, prior_draws=1.0)
+        for snap in self.snapshots:
+            if snap["name"] in fitted:
+                snap["elo"] = fitted[snap["name"]]
 
     # ------------------------------------------------------------------ growing
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rlightning.selfplay import LeagueConfig, elo_expected, elo_update, pfsp_weights
+from rlightning.selfplay import LeagueConfig, elo_expected, elo_fit, pfsp_weights
 from rlightning.selfplay.league import League
 from rlightning.selfplay.league_file import LeagueOpponents
 from rlightning.utils.config import EnvConfig, PolicyConfig
@@ -15,18 +15,26 @@ from rlightning.utils.config import EnvConfig, PolicyConfig
 TTT = EnvConfig(name="pettingzoo.classic:tictactoe_v3", backend="pettingzoo_aec", num_envs=2)
 
 
-def test_elo_update_matches_hand_computed_values():
-    # equal ratings: expected 0.5 per game; a win moves each side by K/2
+def test_elo_fit_matches_hand_computed_values():
     assert elo_expected(1000, 1000) == 0.5
-    assert elo_update(1000, 1000, 1, 0, 0, k=32) == (1016.0, 984.0)
-    # 1200 vs 1000: E = 1 / (1 + 10 ** (-200 / 400)) = 0.759746926...
-    e = 1 / (1 + 10**-0.5)
-    assert elo_expected(1200, 1000) == pytest.approx(0.7597469266)
-    # a 10-game match: 5 wins, 2 draws, 3 losses = 6 points against 7.5975 expected: -1.5975 * K
-    ra, rb = elo_update(1200, 1000, 5, 2, 3, k=16)
-    assert ra == pytest.approx(1200 + 16 * (6 - 10 * e)) == pytest.approx(1174.44049)
-    assert rb == pytest.approx(1000 - 16 * (6 - 10 * e)) == pytest.approx(1025.55951)
-    assert elo_update(1100, 900, 0, 0, 0) == (1100, 900)  # no game, no change
+    assert elo_expected(1200, 1000) == pytest.approx(1 / (1 + 10**-0.5)) == pytest.approx(0.7597469266)
+    # a chain a > random (75%), b > a (75%): the fit reproduces both scores exactly, 400 log10(3) apart
+    results = {"a": {"random": [30, 0, 10]}, "b": {"a": [28, 4, 8]}}
+    fit = elo_fit(results, "random", 1000.0, prior_draws=0)
+    step = 400 * math.log10(3)  # 190.85: a 75% score
+    assert fit == pytest.approx({"random": 1000.0, "a": 1000 + step, "b": 1000 + 2 * step})
+    # one virtual draw against the anchor keeps a perfect score finite: 10-0 is 10.5 of 11 points
+    fit = elo_fit({"a": {"random": [10, 0, 0]}}, "random", 1000.0, prior_draws=1)
+    assert fit["a"] == pytest.approx(1000 + 400 * math.log10(10.5 / 0.5)) == pytest.approx(1528.9, abs=0.1)
+    # the size of a match does not inflate the rating: 90 of 100 and 9 of 10 rate alike (K=32 updates did not)
+    big = elo_fit({"a": {"random": [90, 0, 10]}}, "random", prior_draws=0)["a"]
+    small = elo_fit({"a": {"random": [9, 0, 1]}}, "random", prior_draws=0)["a"]
+    assert big == pytest.approx(small) == pytest.approx(1000 + 400 * math.log10(9))
+    # a pair given both ways counts once
+    both = {"a": {"random": [30, 0, 10]}, "random": {"a": [10, 0, 30]}}
+    assert elo_fit(both, "random", prior_draws=0)["a"] == pytest.approx(1000 + step)
+    with pytest.raises(ValueError, match="won all or none of their games"):
+        elo_fit({"a": {"random": [5, 0, 0]}}, "random", prior_draws=0)
 
 
 def test_pfsp_weights():
@@ -61,19 +69,23 @@ def test_sampling_probabilities_and_the_pool(tmp_path):
 
 
 def test_league_file_round_trip(tmp_path):
-    league = _league(tmp_path, pool_size=2, elo_k=10)
+    league = _league(tmp_path, pool_size=2)
     league.add_snapshot("iter_000000", 0)
     league.rate("iter_000000", "random", {"win": 8, "draw": 1, "loss": 1})
     league.add_snapshot("iter_000005", 5)
     league.rate("iter_000005", "iter_000000", {"win": 3, "draw": 3, "loss": 4})
     league.evals.append({"snapshot": "iter_000005", "random/player_1": {"win": 1.0, "draw": 0.0, "loss": 0.0}})
     league.save()
-    again = _league(tmp_path, pool_size=2, elo_k=10)
+    again = _league(tmp_path, pool_size=2)
     assert again.state() == league.state()
     assert again.ratings() == league.ratings()
     assert again.ratings()["random"] == 1000.0  # the anchor does not move
-    first = 1000 + 10 * (8.5 - 10 * 0.5)
-    assert again.ratings()["iter_000000"] == pytest.approx(first - 10 * (4.5 - 10 * elo_expected(first, first)))
+    # the fit of all three matches: the same as fitting the matrix by hand
+    expected = elo_fit(
+        {"iter_000000": {"random": [8, 1, 1]}, "iter_000005": {"iter_000000": [3, 3, 4]}}, "random", prior_draws=1
+    )
+    assert again.ratings() == pytest.approx(expected)
+    assert expected["iter_000000"] > expected["iter_000005"] > 1000.0
     on_disk = json.loads((tmp_path / "league.json").read_text())
     assert on_disk["pool"] == ["iter_000000", "iter_000005"] and math.isclose(sum(on_disk["probs"]), 1.0)
 
