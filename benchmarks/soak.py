@@ -20,7 +20,8 @@ What it reports:
 - faults survived: the run logged a new iteration after the fault, and the counter that fault raises went up
   (for a driver kill: the resumed driver logged an iteration);
 - iterations lost: per driver kill, the last iteration the killed driver logged minus the iteration of the
-  checkpoint the next driver resumed from (with ``train.checkpoint_interval=1``: at most 1);
+  checkpoint the next driver resumed from (with ``train.checkpoint_interval=1``: at most 1; 0 when the
+  checkpoint is ahead of the log: an iteration is saved before its metrics line is printed);
 - data lost: completed iterations whose metrics row is missing from, or differs in the final checkpoint's
   history (every iteration 1..N once, each row as the driver logged it when it was checkpointed); and the
   transitions the storage kills took with them (the iteration in progress; PPO's buffer holds nothing older).
@@ -299,7 +300,10 @@ def evaluate(rows: List[Dict[str, Any]], faults: List[Dict[str, Any]], run_dir: 
             fault["survived"] = bool(after)
             fault["last_logged"] = last
             fault["resumed_from"] = resumed
-            fault["iterations_lost"] = None if resumed is None else last - resumed
+            # The metrics line of an iteration is printed after its checkpoint is written: a driver killed between
+            # the two resumes one past its last line (nothing lost, counted as 0, noted as checkpoint_ahead).
+            fault["iterations_lost"] = None if resumed is None else max(0, last - resumed)
+            fault["checkpoint_ahead"] = None if resumed is None else max(0, resumed - last)
             continue
         if fault["kind"] not in COUNTER:
             fault["survived"] = False
