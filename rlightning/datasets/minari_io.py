@@ -76,8 +76,8 @@ def dataset_folder(path_or_id: PathOrId) -> Path:
         from minari.storage.datasets_root_dir import get_dataset_path
 
         require_minari()
-        return Path(get_dataset_path(str(path_or_id)))
-    folder = Path(path_or_id).expanduser()
+        return Path(get_dataset_path(str(path_or_id))).absolute()
+    folder = Path(path_or_id).expanduser().absolute()  # minari's arrow reader joins relative paths twice
     if folder.name == "data" and (folder / "metadata.json").is_file():
         return folder.parent  # the data folder itself was given
     return folder
