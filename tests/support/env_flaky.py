@@ -10,6 +10,9 @@ raises over processes (Ray actors) from that file. With ``hang_at``, the
 ``hang_at``-th ``step`` call sleeps for good, once per ``log_path`` (a hung
 simulator; the line ``hang`` is logged first).
 
+``FlakyCartPole`` (``FlakyCartPole-v0``, 500-step limit): CartPole whose
+instances raise every ``fail_every`` step calls, ``max_raises`` times in all.
+
 ``FlakyCounterEnv`` (``ENVS["flaky_counter"]``): a `BaseEnv` that raises every
 few steps and, unlike the gymnasium backend, cannot rebuild its env in place.
 """
@@ -23,6 +26,7 @@ from typing import Any, Dict, Optional
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from rlightning.env import BaseEnv
 from rlightning.types import EnvMeta, EnvRet
@@ -102,6 +106,27 @@ class FlakyEnv(gym.Env):
 
 
 gym.register(id="Flaky-v0", entry_point=FlakyEnv)
+
+
+class FlakyCartPole(CartPoleEnv):
+    """CartPole whose instance raises ``RuntimeError`` on its ``fail_every``-th ``step`` call since it was made (a
+    recreated env starts counting again), until ``max_raises`` raises are logged in ``log_path`` over the run."""
+
+    def __init__(self, fail_every: int = 0, max_raises: int = 0, log_path: Optional[str] = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.fail_every, self.max_raises, self.log_path = int(fail_every), int(max_raises), log_path
+        self._calls = 0
+
+    def step(self, action: Any):
+        self._calls += 1
+        if self.fail_every and self._calls % self.fail_every == 0 and count_lines(self.log_path) < self.max_raises:
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(f"step {os.getpid()}\n")
+            raise RuntimeError(f"simulator crashed at step call {self._calls}")
+        return super().step(action)
+
+
+gym.register(id="FlakyCartPole-v0", entry_point=FlakyCartPole, max_episode_steps=500)
 
 
 @ENVS.register("flaky_counter", override=True)
