@@ -30,9 +30,10 @@ Run (from the repository root, the project's venv)::
 
     nice -n 10 python benchmarks/soak.py --minutes 30 --interval 60
 
-It prints a table and writes ``benchmarks/results/soak-<time>.json``; the run folder (checkpoints) and the
-drivers' logs go to ``--work`` (a temporary folder by default). Exit code 0 when every fault was survived and
-no completed iteration's data was lost.
+It prints a table and saves it with every event (`benchmarks.report.save`:
+``benchmarks/results/<date>-<time>-soak.json``); the run folder (checkpoints) and the drivers' logs go to
+``--work`` (a temporary folder by default). Exit code 0 when every fault was survived and no completed
+iteration's data was lost.
 """
 
 from __future__ import annotations
@@ -367,6 +368,27 @@ def _lost_transitions(work: Path) -> List[int]:
     return out
 
 
+TITLE = "Soak: a Ray PPO run with a fault every interval (env raise, hang, kill; storage kill; driver kill + resume)"
+
+
+def markdown(report: Dict[str, Any]) -> str:
+    """What the soak prints and saves: a table of the faults and the losses as text."""
+    lines = [
+        f"{report['minutes']:.1f} minutes, {report['iterations']} iterations, {report['env_steps']} env steps.",
+        "",
+        "| fault | injected | survived |",
+        "|---|---|---|",
+        *(f"| {kind} | {v['injected']} | {v['survived']} |" for kind, v in report["faults"].items()),
+        "",
+        f"Iterations lost per driver kill: {report['iterations_lost_per_driver_kill']}. Seconds from a driver kill "
+        f"to the resumed driver's first iteration: {report['resume_s']}. Completed iterations' rows kept / lost: "
+        f"{report['completed_rows_kept']} / {report['completed_rows_lost']}; history 1..N complete: "
+        f"{report['history_complete']}. Transitions the killed storage actors held (the iteration in progress): "
+        f"{report['storage_kill_transitions_lost']}.",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=30.0, help="length of the faulted part of the run")
@@ -377,22 +399,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="rl-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     report = soak(args.minutes, args.interval, work, args.set)
-    print(f"soak: {report['minutes']:.1f} min, {report['iterations']} iterations, {report['env_steps']} env steps")
-    print("| fault | injected | survived |\n|---|---|---|")
-    for kind, v in report["faults"].items():
-        print(f"| {kind} | {v['injected']} | {v['survived']} |")
-    print(f"iterations lost per driver kill: {report['iterations_lost_per_driver_kill']}")
-    print(f"seconds from a driver kill to the resumed driver's first iteration: {report['resume_s']}")
-    print(
-        f"completed iterations' rows kept / lost: {report['completed_rows_kept']} / {report['completed_rows_lost']}; "
-        f"history 1..N complete: {report['history_complete']}"
-    )
-    lost = report["storage_kill_transitions_lost"]
-    print(f"transitions lost with killed storage actors (iteration in progress): {lost}")
-    out = ROOT / "benchmarks" / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1, default=str))
-    print(f"written {out.relative_to(ROOT)}; run folder and logs in {work}")
+    text = markdown(report)
+    print(text)
+    print(f"run folder and logs in {work}")
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.report import save
+
+    save("soak", TITLE, text, data=report)
     ok = report["faults_survived"] == report["faults_injected"] and not report["completed_rows_lost"]
     return 0 if ok and report["history_complete"] else 1
 
