@@ -143,8 +143,9 @@ def test_ray_cell_trains_or_is_refused_at_build(ray_runtime, build, tmp_path, al
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("inference", ["env_workers", "eval_workers"])
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
-def test_multi_agent_masked_cell_trains(build, tmp_path, algo):
+def test_multi_agent_masked_cell_trains(build, tmp_path, algo, inference):
     """PettingZoo's convention, per agent: each agent's Dict observation carries its action_mask."""
     policy, buffer = ALGOS[algo]
     cfg = config_from_dict(
@@ -153,10 +154,14 @@ def test_multi_agent_masked_cell_trains(build, tmp_path, algo):
             "policy": {"hidden_sizes": [16], **policy},
             "buffer": {"capacity": 256, **buffer},
             "train": {"iterations": 2, "rollout_steps": 8, "batch_size": 16, "learning_starts": 16},
-            "cluster": {**LOCAL, "inference": "env_workers"},
+            "cluster": {**LOCAL, "inference": inference},
             "log": {"progress": False, "run_dir": str(tmp_path)},
         }
     )
+    if inference == "eval_workers":  # refused at build, naming what works
+        with pytest.raises(ConfigError, match=r"multi-agent env .* trains with cluster.inference='env_workers'"):
+            build(cfg)
+        return
     engine = build(cfg).engine
     for _ in range(2):
         metrics = engine.step()
