@@ -1,0 +1,194 @@
+"""Offline RL beside d3rlpy: BC, CQL and IQL on the same locally collected datasets, 3 seeds each.
+
+    python benchmarks/offline.py prepare                  # the datasets, once (under .bench/data/offline/)
+    python benchmarks/offline.py run --steps 2000         # both libraries, every algorithm and seed; saves results
+
+``prepare`` trains SAC on Pendulum (the ``pendulum_sac`` preset, seed 1) for 60 iterations (3,840 env steps),
+writes its replay buffer as ``pendulum_medium_replay`` and collects ``pendulum_medium`` (20 episodes of that
+policy's sampled actions); the expert reference is its deterministic return, the random one a random
+policy's. The datasets stay out of git (``.bench/``). ``run`` trains every algorithm on every dataset with
+both libraries, with the same hyperparameters (CORL's, with the networks and step counts given: 64x64 and
+2,000 gradient steps by default, for the time a shared CPU has) and reports, as ratios of rlightning to d3rlpy:
+
+- the final normalised score (10 deterministic episodes), mean and std over the seeds;
+- wall-clock per 10k gradient steps (rlightning: the offline engine's train and update_dataset phases;
+  d3rlpy: ``fit``);
+- dataset load time (rlightning: `rlightning.datasets.load` to a BufferView; d3rlpy: minari into an MDPDataset).
+
+d3rlpy runs in its own venv, ``.bench/venvs/d3rlpy`` (``python -m venv .bench/venvs/d3rlpy``, then
+``pip install torch==2.13.0``, then ``pip install d3rlpy==2.8.1 "minari[arrow]==0.5.4"``), one subprocess per
+run (benchmarks/offline_d3rlpy.py). Both sides use one torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / ".bench" / "data" / "offline"
+D3RLPY = ROOT / ".bench" / "venvs" / "d3rlpy" / "bin" / "python"
+DATASETS = ("pendulum_medium", "pendulum_medium_replay")
+ALGOS = {
+    # CORL's learning rates (BC 3e-4; IQL 3e-4 both; CQL actor 3e-5, critics 3e-4)
+    "bc": {"lr": 3e-4},
+    "iql": {"lr": 3e-4, "q_lr": 3e-4},
+    "cql": {"lr": 3e-5, "q_lr": 3e-4},
+}
+
+
+def prepare() -> None:
+    from rlightning import datasets
+    from rlightning.datasets.collect import collect_dataset
+    from rlightning.policy.standalone import load_policy
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    cfg = apply_overrides(
+        load_preset("pendulum_sac"),
+        ["train.iterations=60", "train.learning_starts=256", "log.progress=false", f"log.run_dir={DATA}/runs"],
+    )
+    parts = build_run(cfg)
+    try:
+        parts.engine.run()
+        ckpt = parts.engine.save()
+        buffer_rows = parts.buffer.get_data()
+    finally:
+        parts.engine.close()
+    policy = load_policy(ckpt)
+    medium = collect_dataset(
+        policy, cfg, DATA / "pendulum_medium", episodes=20, ref_max_score="policy", ref_episodes=10, overwrite=True
+    )
+    datasets.write(
+        buffer_rows, DATA / "pendulum_medium_replay", env="Pendulum-v1", ref_min_score=medium.ref_min_score,
+        ref_max_score=medium.ref_max_score, overwrite=True,
+    )  # fmt: skip
+    for name in DATASETS:
+        info = datasets.info(DATA / name)
+        print(f"{name}: {info.total_episodes} episodes, {info.total_steps} steps, mean return {info.return_mean:.1f}, "
+              f"random {info.ref_min_score:.1f}, expert {info.ref_max_score:.1f}")  # fmt: skip
+
+
+def ours(algo: str, seed: int, dataset: Path, steps: int, hidden: list) -> dict:
+    import torch
+
+    from rlightning import datasets
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.config import config_from_dict
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    view = datasets.load(dataset)
+    load_s = time.perf_counter() - t0
+    params = ALGOS[algo]
+    policy = {"type": algo, "hidden_sizes": hidden, "activation": "relu", "optim": {"lr": params["lr"],
+              "max_grad_norm": None}}  # fmt: skip
+    if "q_lr" in params:
+        policy["q_lr"] = params["q_lr"]
+    if algo == "iql":
+        policy["norm_obs"] = True
+    updates = min(steps, 1000)
+    cfg = config_from_dict(
+        {
+            "engine": "offline",
+            "seed": seed,
+            "env": {"name": "Pendulum-v1", "num_envs": 5},
+            "policy": policy,
+            "buffer": {"type": "replay", "capacity": max(len(view), 1000)},
+            "train": {"dataset": str(dataset), "iterations": steps // updates, "updates_per_iteration": updates,
+                      "batch_size": 256, "eval_interval": steps // updates, "eval_episodes": 10},
+            "log": {"progress": False, "run_dir": str(DATA / "runs")},
+        }
+    )  # fmt: skip
+    parts = build_run(cfg)
+    try:
+        history = parts.engine.run()
+        records = parts.engine.timing.records
+    finally:
+        parts.engine.close()
+    train_s = sum(r.get("train", 0.0) + r.get("update_dataset", 0.0) for r in records)
+    return {"load_s": load_s, "train_s": train_s, "return_mean": history[-1]["eval_return_mean"], "steps": steps}
+
+
+def theirs(algo: str, seed: int, dataset: Path, steps: int, hidden: list) -> dict:
+    cmd = [str(D3RLPY), str(ROOT / "benchmarks" / "offline_d3rlpy.py"), "--algo", algo, "--seed", str(seed),
+           "--dataset", str(dataset), "--steps", str(steps), "--hidden", ",".join(map(str, hidden)),
+           "--params", json.dumps(ALGOS[algo])]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(steps: int, seeds: int, hidden: list, algos: list, names: list) -> None:
+    from rlightning import datasets
+
+    raw = []
+    rows = []
+    for name in names:
+        info = datasets.info(DATA / name)
+        for algo in algos:
+            per = {"rlightning": [], "d3rlpy": []}
+            for seed in range(seeds):
+                for lib, fn in (("rlightning", ours), ("d3rlpy", theirs)):
+                    r = fn(algo, seed, DATA / name, steps, hidden)
+                    r["score"] = float(info.normalized_score(r["return_mean"]))
+                    per[lib].append(r)
+                    raw.append({"dataset": name, "algo": algo, "seed": seed, "lib": lib, **r})
+                    print(json.dumps(raw[-1]), flush=True)
+            a, b = per["rlightning"], per["d3rlpy"]
+            sa, sb = [r["score"] for r in a], [r["score"] for r in b]
+            ta = np.mean([r["train_s"] / r["steps"] * 10_000 for r in a])
+            tb = np.mean([r["train_s"] / r["steps"] * 10_000 for r in b])
+            la, lb = np.mean([r["load_s"] for r in a]), np.mean([r["load_s"] for r in b])
+            rows.append(
+                f"| {name} | {algo.upper()} | {np.mean(sa):.1f} +- {np.std(sa):.1f} | {np.mean(sb):.1f} +- "
+                f"{np.std(sb):.1f} | {'yes' if np.mean(sa) >= np.mean(sb) - np.std(sb) else 'no'} | {ta:.0f} s | "
+                f"{tb:.0f} s | {ta / tb:.2f}x | {la * 1000:.0f} ms | {lb * 1000:.0f} ms | {la / lb:.2f}x |"
+            )
+    table = "\n".join(
+        [
+            "| dataset | algorithm | rlightning score | d3rlpy score | within d3rlpy's mean - std | "
+            "rlightning s / 10k steps | d3rlpy s / 10k steps | ratio | rlightning load | d3rlpy load | ratio |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+    text = (
+        f"{seeds} seeds, {steps} gradient steps, networks {hidden}, batch 256, one torch thread each; normalised "
+        f"score over 10 deterministic episodes (0 random, 100 the SAC expert).\n\n{table}\n"
+    )
+    print(text)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from report import save
+
+    save("offline", "Offline RL beside d3rlpy: normalised score, time per 10k gradient steps, dataset load", text,
+         data=raw)  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("prepare")
+    p = sub.add_parser("run")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--hidden", default="64,64")
+    p.add_argument("--algos", default="bc,cql,iql")
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    args = parser.parse_args()
+    if args.cmd == "prepare":
+        prepare()
+    else:
+        run(args.steps, args.seeds, [int(h) for h in args.hidden.split(",")], args.algos.split(","),
+            args.datasets.split(","))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
