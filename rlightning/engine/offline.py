@@ -146,6 +146,11 @@ class OfflineEngine(BaseEngine):
         out["gradient_steps"] = self.gradient_steps
         return out
 
+    def load(self, path: str) -> None:
+        """Restore a checkpoint (`BaseEngine.load`); the gradient-step count follows the iterations restored."""
+        super().load(path)
+        self.gradient_steps = self.iteration * int(self.config.train.updates_per_iteration)
+
     def evaluate(self, num_episodes: Optional[int] = None) -> Dict[str, Any]:
         """Play deterministic episodes in the run's env group; adds ``normalized_score`` when the dataset has
         reference returns."""
