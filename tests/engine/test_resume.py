@@ -132,23 +132,22 @@ def test_periodic_checkpoints_keep_the_replay_buffer_when_asked(tmp_path, build)
 def test_ray_policy_workers_generators_are_saved_and_restored(tmp_path, ray_runtime, build):
     import torch
 
-    ray_policy = ["cluster.remote_eval=true", "cluster.remote_train=true", "cluster.inference=eval_workers"]
-    ray_policy += ["cluster.eval_each_cpu_num=0.25", "cluster.train_each_cpu_num=0.25", "env.num_workers=1"]
-    cfg = small_ppo(tmp_path, False, *ray_policy, "train.checkpoint_interval=1", "log.name=ray", "seed=5")
+    ray_eval = ["cluster.remote_eval=true", "cluster.inference=eval_workers", "cluster.eval_each_cpu_num=0.25"]
+    cfg = small_ppo(tmp_path, False, *ray_eval, "env.num_workers=1", "train.checkpoint_interval=1", "log.name=ray")
     engine = build(cfg).engine
     engine.run(iterations=1)
     checkpoint = tmp_path / "ray" / "checkpoints" / "iter_000001"
     saved = torch.load(checkpoint / "workers_rng.pt", weights_only=True)
-    group = engine.policy_group
+    (want,), (train,) = saved["eval"], saved["train"]
+    assert "process" in want and "process" not in train  # the driver's own generators are in rng.pt
+    handle = engine.policy_group.eval_workers[0]
+    assert handle.is_remote
     engine.step()  # the eval worker acts on: its draws and answered rows move on
-    moved = group.eval_workers[0].call("rng_state", True)
-    (evals,), (trains,) = saved["eval"], saved["train"]
-    assert evals["rollout_rows"] > 0 and moved["rollout_rows"] > evals["rollout_rows"]
-    assert moved["np_rng"] != evals["np_rng"]
+    moved = handle.call("rng_state", True)
+    assert want["rollout_rows"] > 0 and moved["rollout_rows"] > want["rollout_rows"]
+    assert moved["np_rng"] != want["np_rng"]
     engine.load(str(checkpoint))
-    for handle, want in ((group.eval_workers[0], evals), (group.train_workers[0], trains)):
-        got = handle.call("rng_state", True)
-        assert got["np_rng"] == want["np_rng"] and got["rollout_rows"] == want["rollout_rows"]
-        assert torch.equal(got["process"]["torch"], want["process"]["torch"])  # the Ray process's own generators
-        assert torch.equal(got["process"]["numpy_keys"], want["process"]["numpy_keys"])
-        assert torch.equal(got["process"]["python"], want["process"]["python"])
+    got = handle.call("rng_state", True)
+    assert got["np_rng"] == want["np_rng"] and got["rollout_rows"] == want["rollout_rows"]
+    for key in ("torch", "numpy_keys", "python"):  # the Ray process's own generators
+        assert torch.equal(got["process"][key], want["process"][key]), key
