@@ -494,18 +494,24 @@ class Storage:
         return self.size
 
     def rng_state(self) -> Dict[str, Any]:
-        """The sampler's and the slice reader's generator states (plain tensors and ints: a checkpoint keeps
-        them, so a resumed run draws the same batches)."""
+        """The sampler's and the slice reader's generator states, and a prioritized sampler's priorities in the
+        order `get_data` gives the data (plain tensors and ints: a checkpoint keeps them, so a resumed run draws
+        the same batches)."""
         gen = self.sampler.generator
         rng = getattr(self.sampler, "_rng", None)
-        return {
+        state = {
             "sampler": gen.get_state() if gen is not None else None,
             "slices": self._slice_generator.get_state(),
             "numpy": dict(rng.bit_generator.state) if rng is not None else None,
         }
+        tree = getattr(self.sampler, "tree", None)
+        if tree is not None and self.unit == "transition":  # priorities, in the order get_data gives the data
+            state["priorities"] = torch.from_numpy(tree.get(self.store.ordered_slots().numpy()).copy())
+            state["max_priority"] = float(self.sampler.max_priority)
+        return state
 
     def set_rng_state(self, state: Dict[str, Any]) -> None:
-        """Restore what `rng_state` returned."""
+        """Restore what `rng_state` returned (the priorities once the saved data is back: of as many slots)."""
         if state.get("sampler") is not None and self.sampler.generator is not None:
             self.sampler.generator.set_state(state["sampler"])
         if state.get("slices") is not None:
@@ -513,6 +519,12 @@ class Storage:
         rng = getattr(self.sampler, "_rng", None)
         if state.get("numpy") is not None and rng is not None:
             rng.bit_generator.state = state["numpy"]
+        tree, priorities = getattr(self.sampler, "tree", None), state.get("priorities")
+        if tree is not None and priorities is not None and self.unit == "transition":
+            slots = self.store.ordered_slots()  # the restored data, oldest first, as it was saved
+            if slots.shape[0] == priorities.shape[0]:
+                tree.set(slots.numpy(), priorities.numpy())
+                self.sampler.max_priority = float(state["max_priority"])
 
     def clear(self) -> None:
         """Clear all stored data (episodes in progress and unpaired async items are kept)."""
