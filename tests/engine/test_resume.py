@@ -36,10 +36,10 @@ def _sac(tmp_path, *extra):
 RUNS = {
     # algorithm: (config, iterations, interrupted after, a metric its training reports)
     "ppo": (lambda tmp, *extra: small_ppo(tmp, False, *extra), 4, 2, "value_loss"),
-    # Off-policy: the replay (checkpoint_buffer), the samplers', acting workers' and exploration generators, the
-    # epsilon schedule's rows and the target-sync marks all carry over (DQN diverged 5 iterations after a resume
-    # while the eval worker's answered rows were not kept).
-    "dqn": (small_dqn, 8, 3, "q_loss"),
+    # Off-policy: the replay (checkpoint_buffer) and its priorities, the samplers', acting workers' and exploration
+    # generators, the epsilon schedule's rows and the target-sync marks all carry over (DQN diverged 5 iterations
+    # after a resume while the eval worker's answered rows were not kept; prioritized replay at the first update).
+    "dqn": (lambda tmp, *extra: small_dqn(tmp, "buffer.sampler=prioritized", *extra), 8, 3, "q_loss"),
     "sac": (_sac, 4, 2, "alpha_loss"),
 }
 
