@@ -73,6 +73,23 @@ def test_masked_draws_follow_the_softmax_over_allowed_logits():
     np.testing.assert_allclose(np.exp(out["log_prob"][:1]), expect[out["action"][0] - 2], rtol=1e-4)
 
 
+def test_an_eval_copy_acts_on_a_masked_dict_observation_in_numpy_as_torch_would(monkeypatch):
+    """PPO's eval-role copies act in numpy on a Dict observation of vectors with its mask (no torch op per step):
+    the same actions, log-probabilities and values as the torch path, up to float rounding."""
+    policy = _policy("ppo")
+    with torch.no_grad():
+        policy.actor[-1].weight.normal_(0.0, 1.0)
+    obs, mask = _batch(256, seed=3)
+    with torch.no_grad():
+        want = policy._act_torch(obs, True, True, action_mask(obs))
+    monkeypatch.setattr(policy, "_act_torch", lambda *a, **k: pytest.fail("acted in torch"))
+    got = policy.compute_actions(obs, deterministic=True)
+    np.testing.assert_array_equal(got["action"], want["action"])
+    np.testing.assert_allclose(got["log_prob"], want["log_prob"], atol=1e-5)
+    np.testing.assert_allclose(got["value"], want["value"], atol=1e-5)
+    assert mask[np.arange(256), got["action"] - 2].all()
+
+
 def test_learner_log_prob_and_entropy_see_the_mask():
     policy = _policy("ppo", role="train")
     obs, mask = _batch(64, seed=3)

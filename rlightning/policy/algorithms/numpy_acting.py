@@ -33,6 +33,7 @@ from torch import nn
 from torch.nn.modules import module as _module
 
 from rlightning.policy.algorithms.acting_mlp import DerivedOps, derived_ops
+from rlightning.policy.networks.masks import mask_logits_np
 
 __all__ = [
     "act_categorical_np",
@@ -149,12 +150,14 @@ def act_categorical_np(
     critic: Optional[nn.Module],
     deterministic: bool,
     rng: np.random.Generator,
+    mask: Optional[np.ndarray] = None,
 ) -> Optional[Dict[str, Any]]:
     """An actor-critic's acting step in numpy: ``action`` (from 0), ``log_prob`` and ``value``, each ``[rows]``.
 
     ``features``: the encoder's numpy features ``[rows, in]`` (None: it has none). The action is the mode
-    when ``deterministic``, else a draw from ``rng``. ``critic`` None: no ``value``. None where a network has
-    no numpy copy (`mlp_numpy`): then the caller acts in torch.
+    when ``deterministic``, else a draw from ``rng``, among the actions ``mask`` allows (`mask_logits_np`).
+    ``critic`` None: no ``value``. None where a network has no numpy copy (`mlp_numpy`): then the caller acts
+    in torch.
     """
     if features is None:
         return None
@@ -166,6 +169,7 @@ def act_categorical_np(
     logits = mlp_numpy(actor, features)
     if logits is None:
         return None
+    logits = mask_logits_np(logits, mask)
     # The draw and the mode need no normalisation; the log-probability only the chosen entry's.
     if deterministic:
         sample = logits.argmax(axis=-1).astype(np.int64, copy=False)

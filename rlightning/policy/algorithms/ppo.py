@@ -31,7 +31,7 @@ from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_for
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
-from rlightning.policy.networks.masks import action_mask, mask_logits
+from rlightning.policy.networks.masks import action_mask, action_mask_np, mask_logits
 from rlightning.policy.networks.recurrent import RecurrentStreams, build_recurrent_core
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
@@ -237,17 +237,16 @@ class PPOPolicy(BasePolicy):
         (`_act_numpy`); everything else in torch. A Dict observation's ``action_mask`` entry restricts the
         distribution (`rlightning.policy.networks.masks`).
         """
-        mask = action_mask(obs, self.device)
         if (
             self.role_type is PolicyRole.EVAL
             and self.kind == "discrete"
-            and mask is None
             and getattr(self, "core", None) is None
             and not isinstance(obs, torch.Tensor)  # a device env's tensors: acted on in torch, answered in torch
         ):
             out = self._act_numpy(obs, deterministic, with_value)
             if out is not None:
                 return out
+        mask = action_mask(obs, self.device)
         with torch.no_grad():  # here, not as a decorator: the numpy path above would pay for it every step
             return self._act_torch(obs, deterministic, with_value, mask)
 
@@ -352,6 +351,7 @@ class PPOPolicy(BasePolicy):
             self.critic if with_value else None,
             deterministic,
             rng,
+            action_mask_np(obs),
         )
         if out is not None and self.action_start != 0:
             out["action"] = out["action"] + self.action_start

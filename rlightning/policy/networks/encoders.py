@@ -143,6 +143,20 @@ class DictEncoder(nn.Module):
         feats = [enc(obs_to_tensor(x)) for enc, x in zip(self.encoders.values(), parts)]
         return torch.cat([f.reshape(f.shape[0], -1) for f in feats], dim=-1)
 
+    def numpy_features(self, obs: Any) -> Optional[np.ndarray]:
+        """`forward` of a numpy batch in numpy (float32 ``[B, dim]``): each entry's ``numpy_features``,
+        concatenated in key order; None when an entry has none (an image, a discrete entry), or for a hook."""
+        if not isinstance(obs, Mapping) or self._forward_hooks or self._forward_pre_hooks:
+            return None
+        feats = []
+        for key, enc in zip(self.keys, self.encoders.values()):
+            part = getattr(enc, "numpy_features", None)
+            got = part(obs[key]) if part is not None and key in obs else None
+            if got is None:
+                return None
+            feats.append(got)
+        return feats[0] if len(feats) == 1 else np.concatenate(feats, axis=1)
+
     def batch_sums(self, obs: Any) -> torch.Tensor:
         """The normalising entries' `ObsEncoder.batch_sums`, concatenated (float64), for all-reduce."""
         sums = [

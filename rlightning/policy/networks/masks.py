@@ -20,7 +20,7 @@ import torch
 
 from rlightning.types.record_keys import ACTION_MASK
 
-__all__ = ["ACTION_MASK", "action_mask", "mask_logits", "mask_q", "masked_uniform"]
+__all__ = ["ACTION_MASK", "action_mask", "action_mask_np", "mask_logits", "mask_logits_np", "mask_q", "masked_uniform"]
 
 
 def action_mask(obs: Any, device: Any = None) -> Optional[torch.Tensor]:
@@ -34,13 +34,25 @@ def action_mask(obs: Any, device: Any = None) -> Optional[torch.Tensor]:
     return mask.bool()
 
 
-def _usable(mask: torch.Tensor, width: int) -> torch.Tensor:
+def action_mask_np(obs: Any) -> Optional[np.ndarray]:
+    """`action_mask` as a numpy bool array ``[B, n]``, for acting in numpy (None without one, or for tensors)."""
+    if not isinstance(obs, Mapping) or ACTION_MASK not in obs:
+        return None
+    mask = obs[ACTION_MASK]
+    if isinstance(mask, torch.Tensor):
+        return None
+    mask = np.asarray(mask)
+    return (mask.reshape(mask.shape[0], -1) if mask.ndim > 1 else mask.reshape(1, -1)).astype(bool, copy=False)
+
+
+def _usable(mask: Any, width: int) -> Any:
+    """``mask`` (a bool tensor or array ``[B, width]``) with every row that allows nothing allowing everything."""
     if mask.shape[-1] != width:
         raise ValueError(
             f"action_mask has {mask.shape[-1]} entries per row, the policy has {width} action logits; the mask "
             "needs one entry per action (for MultiDiscrete: sum(nvec), each entry's choices in turn)"
         )
-    return mask | ~mask.any(-1, keepdim=True)  # a row allowing nothing stays unmasked
+    return mask | ~mask.any(-1, keepdims=True)  # a row allowing nothing stays unmasked
 
 
 def mask_logits(logits: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
@@ -49,6 +61,13 @@ def mask_logits(logits: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Ten
         return logits
     mask = _usable(mask.to(logits.device), logits.shape[-1])
     return logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+
+
+def mask_logits_np(logits: np.ndarray, mask: Optional[np.ndarray]) -> np.ndarray:
+    """`mask_logits` of numpy logits with a numpy mask (`action_mask_np`): the same values."""
+    if mask is None:
+        return logits
+    return np.where(_usable(mask, logits.shape[-1]), logits, np.finfo(logits.dtype).min)
 
 
 def mask_q(q: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
