@@ -13,7 +13,7 @@ from rlightning.utils.config import ConfigError, config_from_dict
 from tests.support.offline_data import cartpole_expert_dataset, pendulum_random_dataset  # noqa: F401 - fixtures
 
 
-def offline_config(dataset, policy, env="CartPole-v1", **train):
+def offline_config(dataset, policy, env="CartPole-v1", run_dir="runs", **train):
     return config_from_dict(
         {
             "engine": "offline",
@@ -22,7 +22,7 @@ def offline_config(dataset, policy, env="CartPole-v1", **train):
             "policy": policy,
             "buffer": {"type": "replay", "capacity": 20_000},
             "train": {"dataset": str(dataset), "batch_size": 256, **train},
-            "log": {"progress": False, "run_dir": "runs-test-offline"},
+            "log": {"progress": False, "run_dir": str(run_dir)},
         }
     )
 
@@ -94,22 +94,22 @@ def test_run_collect_dataset_plays_the_current_policy(cartpole_expert_dataset, t
 
 def test_bad_offline_configs_are_refused_by_name(cartpole_expert_dataset, pendulum_random_dataset, tmp_path):  # noqa: F811
     bc = {"type": "bc", "hidden_sizes": [16]}
-    cfg = offline_config(cartpole_expert_dataset, bc)
+    cfg = offline_config(cartpole_expert_dataset, bc, run_dir=tmp_path)
     cfg.train.dataset = None
     with pytest.raises(ValueError, match="engine 'offline' trains from a dataset: set train.dataset"):
         build_run(cfg)
-    cfg = offline_config(tmp_path / "missing", bc)
+    cfg = offline_config(tmp_path / "missing", bc, run_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="no dataset at"):
         build_run(cfg)
-    cfg = offline_config(cartpole_expert_dataset, bc)
+    cfg = offline_config(cartpole_expert_dataset, bc, run_dir=tmp_path)
     cfg.buffer.type = "rollout"
     with pytest.raises(ValueError, match="set buffer.type=replay"):
         build_run(cfg)
-    cfg = offline_config(pendulum_random_dataset, bc)  # a Pendulum dataset for a CartPole run
+    cfg = offline_config(pendulum_random_dataset, bc, run_dir=tmp_path)  # a Pendulum dataset for a CartPole run
     with pytest.raises(ValueError, match=r"has observation space Box\(.*but the env has"):
         build_run(cfg)
     for algo in ("cql", "iql", "td3_bc"):  # continuous-action algorithms, a discrete dataset and env
-        cfg = offline_config(cartpole_expert_dataset, {"type": algo, "hidden_sizes": [16]})
+        cfg = offline_config(cartpole_expert_dataset, {"type": algo, "hidden_sizes": [16]}, run_dir=tmp_path)
         with pytest.raises(
             ConfigError, match=f"policy '{algo}' supports continuous actions, but env 'CartPole-v1' has a discrete"
         ):
