@@ -88,7 +88,17 @@ suppress_warnings = [
 
 html_theme = "pydata_sphinx_theme"
 html_title = "rlightning"
-html_static_path: list = []  # no static files of our own (an empty _static folder is not in git)
+# The widget manager's scripts, fetched from the npm registry by scripts/docs (docs/_ext/offline_assets.py), are
+# served with the site, so widgets render from their saved state with no network. Math is MathML, made at build
+# time (rlightning_docs). A build without the fetched scripts (sphinx-build run by hand) loads them from the CDN.
+import offline_assets  # noqa: E402 (docs/_ext is on sys.path above)
+
+html_static_path = ["_static"]  # the site's own CSS (the math's size)
+html_css_files = ["rlightning.css"]
+if offline_assets.complete():
+    html_static_path.append(str(offline_assets.ASSETS))
+    nb_ipywidgets_js = {script: {} for script in offline_assets.SCRIPTS}
+html_math_renderer = "mathml"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -13,20 +13,32 @@
 - The docstrings show examples (a config's YAML, a few lines of code) as an indented block after a blank line,
   Markdown-style; reST would read a block quote (and warn when it nests). Such a block becomes a literal block.
 - ``|x|`` in a docstring is an absolute value or a norm, never a reST substitution: its bars are escaped.
+- Math is rendered at build time as MathML (``html_math_renderer = "mathml"``, by latex2mathml), which browsers
+  display natively: the pages need no MathJax from a CDN. LaTeX that latex2mathml cannot convert is a warning.
+- `BasePolicy`'s worker methods are defined in ``rlightning.policy.worker_api`` and bound onto the class, so
+  their ``__qualname__`` (``BasePolicy.x``) does not resolve in their ``__module__``; sphinx-autodoc-typehints
+  looks the class up there to tell a method's ``self``. Its handler runs with the method's module taken from
+  the documented name for that one call.
 - A config's entry lists its fields, not pydantic's ``BaseModel`` API (``model_config``, ``model_dump``, ...),
   also where a class is documented with its inherited members (the V-trace configs).
 """
 
 from __future__ import annotations
 
+import html
 import importlib
+import inspect
 import re
 from typing import Any, List
 
+from docutils import nodes
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from sphinx.errors import PycodeError
 from sphinx.pycode import ModuleAnalyzer
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 
 def _default_text(field: Any) -> str:
@@ -183,8 +195,66 @@ def _skip_pydantic_members(app: Any, what: str, name: str, obj: Any, skip: bool,
     return None
 
 
+def _mathml(latex: str, display: str, node: nodes.Element) -> str:
+    from latex2mathml.converter import convert
+
+    try:
+        return convert(latex.strip(), display=display)
+    except Exception as err:  # noqa: BLE001 - latex2mathml raises its own exception types per construct
+        logger.warning("LaTeX that latex2mathml cannot convert (%s): %s", err, latex, location=node)
+        return f"<code>{html.escape(latex)}</code>"
+
+
+def _visit_math(self: Any, node: nodes.Element) -> None:
+    self.body.append(self.starttag(node, "span", "", CLASS="math notranslate"))
+    self.body.append(_mathml(node.astext(), "inline", node) + "</span>")
+    raise nodes.SkipNode
+
+
+def _visit_displaymath(self: Any, node: nodes.Element) -> None:
+    self.body.append(self.starttag(node, "div", CLASS="math notranslate"))
+    if node.get("number"):
+        self.body.append(f'<span class="eqno">({node["number"]})')
+        self.add_permalink_ref(node, "Link to this equation")
+        self.body.append("</span>")
+    parts = [p for p in node.astext().split("\n\n") if p.strip()]
+    self.body.append("".join(_mathml(p, "block", node) for p in parts) + "</div>\n")
+    raise nodes.SkipNode
+
+
+def _resolves(module: Any, path: List[str]) -> bool:
+    for part in path:
+        module = getattr(module, part, None)
+        if module is None:
+            return False
+    return True
+
+
+def _typehints_signature(app: Any, what: str, name: str, obj: Any, *args: Any) -> Any:
+    import sphinx_autodoc_typehints
+
+    target = getattr(inspect.unwrap(obj), "__func__", inspect.unwrap(obj)) if callable(obj) else None  # classmethods
+    module = inspect.getmodule(target) if target is not None else None
+    path = getattr(target, "__qualname__", "").split(".")[:-1]
+    if what != "method" or module is None or not path or _resolves(module, path):
+        return sphinx_autodoc_typehints.process_signature(app, what, name, obj, *args)
+    saved = target.__module__
+    target.__module__ = name.rsplit(".", len(path) + 1)[0]  # "rlightning.policy" of "rlightning.policy.BasePolicy.x"
+    try:
+        return sphinx_autodoc_typehints.process_signature(app, what, name, obj, *args)
+    finally:
+        target.__module__ = saved
+
+
 def setup(app: Any) -> dict:
     """Register the docstring hooks."""
+    app.add_html_math_renderer("mathml", (_visit_math, None), (_visit_displaymath, None))
+    import sphinx_autodoc_typehints
+
+    for listener in list(app.events.listeners.get("autodoc-process-signature", [])):
+        if listener.handler is sphinx_autodoc_typehints.process_signature:
+            app.disconnect(listener.id)
+            app.connect("autodoc-process-signature", _typehints_signature, priority=listener.priority)
     app.connect("autodoc-process-docstring", _add_default)
     app.connect("autodoc-skip-member", _skip_pydantic_members)
     app.connect("autodoc-process-docstring", _drop_attributes_with_own_docs, priority=400)

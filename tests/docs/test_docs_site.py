@@ -209,6 +209,19 @@ def test_notebook_pages_carry_their_widget_state(built_site: subprocess.Complete
         assert "application/vnd.jupyter.widget-view+json" in text, page
 
 
+def test_pages_load_nothing_from_outside_the_site(built_site: subprocess.CompletedProcess) -> None:
+    """No script, stylesheet or image of any page comes from another host: the widget manager and RequireJS are
+    served with the site, the math is MathML made at build time."""
+    outside = re.compile(r'<(?:script|link|img)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]*"')
+    pages = list(HTML.rglob("*.html"))
+    assert len(pages) > 30
+    loads = {str(p.relative_to(HTML)): outside.findall(p.read_text()) for p in pages}
+    assert not {page: found for page, found in loads.items() if found}
+    course = (HTML / "notebooks" / "course" / "01_returns.html").read_text()
+    assert "<math" in course and not re.search(r"<script[^>]*mathjax", course, re.I)
+    assert "_static/jupyter-widgets/embed-amd.js" in course and (HTML / "_static" / "require.js").is_file()
+
+
 def test_storage_entry_in_the_seed_shape(built_site: subprocess.CompletedProcess) -> None:
     text = (HTML / "api" / "buffer.html").read_text()
     entry = re.search(r'<dt[^>]*id="rlightning\.buffer\.utils\.Storage".*?</dt>', text, re.S)
@@ -247,11 +260,14 @@ def test_pages_render_in_chromium(built_site: subprocess.CompletedProcess, tmp_p
     shots = Path(os.environ.get("RLIGHTNING_DOCS_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     failed: List[str] = []
+    outside: List[str] = []
     with _serve(HTML) as base, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        # Nothing leaves the machine: the widget manager's CDN scripts are refused, not waited for.
-        page.route(re.compile(r"^https?://(?!127\.0\.0\.1)"), lambda route: route.abort())
+        # Nothing leaves the machine: a request to another host is refused (and would be reported below).
+        page.route(
+            re.compile(r"^https?://(?!127\.0\.0\.1)"), lambda route: (outside.append(route.request.url), route.abort())
+        )
         page.on("requestfailed", lambda r: failed.append(r.url) if r.url.startswith(base) else None)
 
         page.goto(f"{base}/index.html")
@@ -277,8 +293,19 @@ def test_pages_render_in_chromium(built_site: subprocess.CompletedProcess, tmp_p
         assert loaded >= 1, "no plot of the notebook's stored outputs was displayed"
         page.locator(".cell_output img").first.scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "notebook.png"), full_page=False)
+
+        # With every other host refused: the saved widgets are drawn (the slider) and the math is laid out.
+        page.goto(f"{base}/notebooks/course/01_returns.html")
+        slider = page.locator(".widget-slider").first
+        slider.wait_for(state="visible", timeout=20_000)
+        maths = page.locator("math")
+        assert maths.count() >= 10 and maths.first.bounding_box()["height"] > 5
+        slider.scroll_into_view_if_needed()
+        page.evaluate("window.scrollBy(0, -300)")
+        page.screenshot(path=str(shots / "course.png"), full_page=False)
         browser.close()
     assert not failed, f"pages of the site that did not load: {failed}"
-    assert all((shots / f"{name}.png").stat().st_size > 10_000 for name in ("index", "storage", "notebook"))
+    assert not outside, f"requests to other hosts (the site must open offline): {sorted(set(outside))}"
+    assert all((shots / f"{name}.png").stat().st_size > 10_000 for name in ("index", "storage", "notebook", "course"))
     if shots != tmp_path:
         shutil.copytree(shots, tmp_path / "screenshots", dirs_exist_ok=True)
