@@ -20,18 +20,14 @@ def test_a_bufferview_goes_through_ray_data_and_back(ray_runtime, pendulum_rando
     data.set("row", torch.arange(len(view)))
     data.set(("nested", "x"), torch.randn(len(view), 2))
     ds = BufferView(data).to_ray_dataset(num_blocks=3)
-    assert ds.count() == 800 and "nested.x" in ds.columns()
+    assert "nested.x" in ds.columns()
     back = BufferView.from_ray_dataset(ds)
+    assert len(back) == 800
     order = back["row"].argsort()
     for key in ("obs", "action", "reward", "next_obs", "terminated", "done", "episode", ("nested", "x")):
         assert torch.equal(back.to_tensordict().get(key)[order], data.get(key)), key
     with pytest.raises(TypeError, match="from_ray_dataset takes a ray.data.Dataset, got list"):
         BufferView.from_ray_dataset([1, 2])
-
-    rows = minari_ray_dataset(pendulum_random_dataset, episodes_per_block=1)  # read by Ray Data's tasks
-    read = BufferView.from_ray_dataset(rows)
-    assert len(read) == 800 and sorted(set(read["episode"].tolist())) == [0, 1, 2, 3]
-    assert torch.equal(read["step"][read["episode"] == 2].sort().values, torch.arange(200))
 
 
 def test_the_offline_engine_shards_a_ray_dataset_over_two_train_workers(ray_runtime, cartpole_expert_dataset, tmp_path):
@@ -67,3 +63,5 @@ def test_the_offline_engine_shards_a_ray_dataset_over_two_train_workers(ray_runt
         assert share - 128 <= report["distinct_rows"] <= share  # its half (less a last partial batch), no more
     # the two halves together cover the dataset: they do not overlap
     assert sum(r["distinct_rows"] for r in reports) >= total - 2 * 128
+    with pytest.raises(FileNotFoundError, match="no dataset at"):
+        minari_ray_dataset(tmp_path / "nothing")
