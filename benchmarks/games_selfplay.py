@@ -1,0 +1,151 @@
+"""Self-play on a turn-based game to a win rate against random play: learner moves and time to get there.
+
+Trains a preset (``tictactoe_selfplay``, ``connect4_selfplay``; PPO against a league of its own snapshots) one
+iteration at a time; every ``--eval-every`` iterations the current policy plays ``--eval-games`` greedy games in
+each seat against uniformly random play (`rlightning.selfplay.matches.play_match`, outside the timed part).
+A seed is done when the goal holds:
+
+- ``both90`` (default): at least 90% wins in every seat (the connect four goal of issue 35);
+- ``ttt``: at least 90% wins moving first and at most 10% losses moving second (the tic-tac-toe goal).
+
+Reported per seed: the learner's env steps (one step is one learner move and the opponent's replies; the games
+of all sub-envs together), the game moves of both sides, and the training time to the goal, as wall-clock and
+as this process's CPU time (the run is in-process: ``cluster.inference: env_workers`` with one local env
+worker). On a loaded machine the CPU time is the steadier figure. One torch thread.
+
+    python benchmarks/games_selfplay.py --preset tictactoe_selfplay --goal ttt --seeds 0 1 2
+    python benchmarks/games_selfplay.py --preset connect4_selfplay --seeds 0 1 2 --json c4.json
+    python benchmarks/games_selfplay.py --preset connect4_selfplay --set policy.update_epochs=8 \
+        --league random_share=0.75
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+GOALS = ("both90", "ttt")
+
+
+def goal_met(goal: str, rates: Dict[str, Dict[str, float]], seats: List[str]) -> bool:
+    """Whether the per-seat rates (``{seat: {win, draw, loss}}``) meet ``goal``."""
+    if goal == "both90":
+        return all(rates[s]["win"] >= 0.9 for s in seats)
+    return rates[seats[0]]["win"] >= 0.9 and rates[seats[1]]["loss"] <= 0.1
+
+
+def evaluate(parts: Any, games: int, seed: int) -> Dict[str, Dict[str, float]]:
+    """Greedy games of the current policy against random play in each seat: rates per seat."""
+    from rlightning.selfplay.matches import play_match
+    from rlightning.selfplay.opponents import PolicyOpponent, RandomOpponent
+
+    cfg = parts.engine.config
+    meta = parts.engine.env_metas[0]
+    me = PolicyOpponent.from_weights(cfg.policy, meta, parts.policy_group.get_weights(), "learner", deterministic=True)
+    out = {}
+    for k, seat in enumerate(meta.action_space.spaces):
+        rng = np.random.default_rng(seed * 1000 + k)
+        out[str(seat)] = play_match(cfg.env, me, RandomOpponent(rng), games, str(seat), seed=seed * 1000 + k).rates()
+    return out
+
+
+def run_seed(args: argparse.Namespace, seed: int) -> Dict[str, Any]:
+    """Train one seed to the goal (or ``--max-iterations``); its figures."""
+    import torch
+    import yaml
+
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    torch.set_num_threads(1)
+    tmp = tempfile.mkdtemp(prefix="games_selfplay_")
+    cfg = apply_overrides(load_preset(args.preset), [f"log.run_dir={tmp}", f"seed={seed}", *args.set])
+    cfg.env.env_kwargs["league_dir"] = str(Path(tmp) / "league")
+    league = cfg.env.env_kwargs.setdefault("league", {})
+    for item in args.league:
+        key, value = item.split("=", 1)
+        league[key] = yaml.safe_load(value)
+    league["eval_games"] = 0  # this script evaluates, outside the clock
+    parts = build_run(cfg)
+    seats = [str(s) for s in parts.engine.env_metas[0].action_space.spaces]
+    wall = cpu = 0.0
+    curve: List[Dict[str, Any]] = []
+    reached = None
+    try:
+        for it in range(1, args.max_iterations + 1):
+            w, c = time.perf_counter(), time.process_time()
+            parts.engine.step()
+            wall += time.perf_counter() - w
+            cpu += time.process_time() - c
+            if it % args.eval_every:
+                continue
+            rates = evaluate(parts, args.eval_games, seed)
+            point = {
+                "iteration": it,
+                "env_steps": int(parts.engine.env_steps),
+                "wall_s": round(wall, 2),
+                "cpu_s": round(cpu, 2),
+                **{f"{s}/{k}": round(v, 3) for s, r in rates.items() for k, v in r.items()},
+            }
+            curve.append(point)
+            print(json.dumps(point), flush=True)
+            if goal_met(args.goal, rates, seats):
+                reached = point
+                break
+    finally:
+        parts.engine.close()
+    return {"seed": seed, "reached": reached, "last": curve[-1] if curve else None, "curve": curve}
+
+
+def main(argv: Any = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="connect4_selfplay")
+    parser.add_argument("--goal", choices=GOALS, default="both90")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--eval-every", type=int, default=5, help="iterations between evaluations")
+    parser.add_argument("--eval-games", type=int, default=100, help="greedy games per seat against random play")
+    parser.add_argument("--max-iterations", type=int, default=400)
+    parser.add_argument("--set", nargs="*", default=[], help="config overrides, key=value")
+    parser.add_argument("--league", nargs="*", default=[], help="league settings (env_kwargs.league), key=value")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    results = []
+    for seed in args.seeds:
+        res = run_seed(args, seed)
+        results.append(res)
+        r = res["reached"]
+        print(
+            f"seed {seed}: "
+            + (
+                f"goal {args.goal} at iteration {r['iteration']}, {r['env_steps']} env steps, "
+                f"{r['wall_s']} s wall, {r['cpu_s']} s CPU"
+                if r
+                else f"goal {args.goal} NOT reached in {args.max_iterations} iterations"
+            ),
+            flush=True,
+        )
+    done = [r["reached"] for r in results if r["reached"]]
+    if done:
+        med = {k: float(np.median([d[k] for d in done])) for k in ("env_steps", "wall_s", "cpu_s")}
+        print(f"median over {len(done)}/{len(results)} seeds: {json.dumps(med)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    return 0 if len(done) == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
