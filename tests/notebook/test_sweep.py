@@ -95,7 +95,7 @@ def rliable_estimates(scores, func, reps, seed):
     state = np.random.get_state()
     np.random.seed(seed)
     try:
-        return library.get_interval_estimates(scores, func, reps=reps, random_state=np.random.RandomState(seed))
+        return library.get_interval_estimates(scores, func, reps=reps)
     finally:
         np.random.set_state(state)
 

@@ -97,6 +97,7 @@ def test_sweep_view_is_live_mid_sweep_and_stops_it_in_jupyterlab(tmp_path):
                 page,
                 lambda s: s.get("views") and s["running"] >= 2 and s["curves"] and "running" in s["status"],
                 "running trials with curves",
+                timeout_s=600,  # the kernel starts Ray and the trials' processes import torch first
             )
             page.wait_for_timeout(5000)  # a few iterations more on the curves
             page.locator(".rlightning-experiment").first.scroll_into_view_if_needed()
