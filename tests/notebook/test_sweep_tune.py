@@ -155,7 +155,9 @@ def test_seeds_aggregates_equal_rliables_and_each_trial_is_one_mlflow_and_one_wa
 KILLED_DRIVER = """
 import os, sys, time
 import ray
-ray.init(address=sys.argv[1], log_to_driver=False)
+from rlightning.utils.ray.runtime import _loopback_allowed
+with _loopback_allowed("127.0.0.1"):  # join the test's loopback-only runtime at its loopback address
+    ray.init(address=sys.argv[1], _node_ip_address="127.0.0.1", log_to_driver=False)
 from rlightning.notebook.sweep import start_sweep
 from tests.support.configs import small_ppo
 cfg = small_ppo(sys.argv[2], False, "env.num_workers=1", "env.num_envs=2", "train.rollout_steps=16")
