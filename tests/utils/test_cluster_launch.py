@@ -46,13 +46,14 @@ def mine():
         except psutil.Error:
             pass
     return out
-for sig in (signal.SIGTERM, signal.SIGKILL):
+# The raylet and workers end within a second of SIGTERM; Ray's GCS server lingers ~30 s: killed after 5 s.
+for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 20)):
     for p in mine():
         try:
             p.send_signal(sig)
         except psutil.Error:
             pass
-    psutil.wait_procs(mine(), timeout=20)
+    psutil.wait_procs(mine(), timeout=wait_s)
 print("stopped the processes of", mark)
 """
 
