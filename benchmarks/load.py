@@ -17,12 +17,13 @@ Writes ``benchmarks/results/load-<time>.json`` and prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -40,18 +41,25 @@ def job_processes(job_id: str, session: Optional[int] = None) -> Dict[int, str]:
     ``session`` keeps only processes of that session id (a cluster started in its own session).
     The raylet's pool of workers not yet bound to a job (job ``ffffffff`` in their environment) belongs
     to no driver; an actor of the job that took one of them is found in the cluster's actor table
-    (its pid), when this process is connected to that cluster.
+    (its pid), when this process is connected to that cluster. Then only workers of that cluster's
+    raylets count: job ids repeat across the Ray runtimes of one machine.
     """
     import psutil
 
     actor_pids = _job_actor_pids(job_id)
+    raylets = set()
+    for pid in actor_pids:
+        with contextlib.suppress(psutil.Error):
+            raylets.add(psutil.Process(pid).ppid())
     out: Dict[int, str] = {}
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
         cmd = proc.info.get("cmdline") or []
         if not cmd or not (cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd)):
             continue
         try:
             if session is not None and os.getsid(proc.pid) != session:
+                continue
+            if raylets and proc.info.get("ppid") not in raylets:
                 continue
             if proc.pid in actor_pids or proc.environ().get("RAY_JOB_ID") == job_id:
                 out[proc.pid] = cmd[0].strip()[:80]
@@ -132,7 +140,7 @@ def verdict(samples: List[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def load_config(workers: int, num_envs: int, iterations: int, rollout_steps: int, run_dir: str):
+def load_config(workers: int, num_envs: int, iterations: int, rollout_steps: int, run_dir: str, overrides=()):
     from rlightning.utils.config import apply_overrides, load_preset
 
     return apply_overrides(
@@ -156,6 +164,7 @@ def load_config(workers: int, num_envs: int, iterations: int, rollout_steps: int
             "log.progress=false",
             "log.jsonl=false",
             f"log.run_dir={run_dir}",
+            *overrides,
         ],
     )
 
@@ -167,8 +176,12 @@ def run_load(
     rollout_steps: int = 4,
     sample_every: int = 5,
     run_dir: Optional[str] = None,
+    overrides: Sequence[str] = (),
 ) -> Dict[str, Any]:
-    """Run the load on the Ray runtime this process is connected to; returns samples and the verdict."""
+    """Run the load on the Ray runtime this process is connected to; returns samples and the verdict.
+
+    ``overrides`` (``section.field=value``) go after the load's own settings.
+    """
     import tempfile
 
     import ray
@@ -176,7 +189,7 @@ def run_load(
     from rlightning.utils.builders import build_run
 
     run_dir = run_dir or tempfile.mkdtemp(prefix="rl-load-")
-    cfg = load_config(workers, num_envs, iterations, rollout_steps, run_dir)
+    cfg = load_config(workers, num_envs, iterations, rollout_steps, run_dir, overrides)
     job = ray.get_runtime_context().get_job_id()
     t_build = time.perf_counter()
     engine = build_run(cfg).engine
