@@ -125,6 +125,10 @@ PUBLIC_MODULES = [
     "rlightning.engine",
     "rlightning.datasets",
     "rlightning.datasets.collect",
+    "rlightning.env.turn_based_env",
+    "rlightning.selfplay",
+    "rlightning.selfplay.league",
+    "rlightning.selfplay.matches",
 ]
 
 
