@@ -328,10 +328,6 @@ def _under(blocks: Sequence[Block], level: int) -> List[Block]:
     return out
 
 
-def _anchor(name: str) -> str:
-    return name.replace("_", "-")
-
-
 def render_current(results: Sequence[Result]) -> str:
     """The generated part of README.md: an index of the benchmarks, then each one's newest result."""
     current = newest(results)
@@ -345,11 +341,11 @@ def render_current(results: Sequence[Result]) -> str:
         f"{len(current)} benchmarks). Older files are the history, in git; `benchmarks/HISTORY.md` holds the "
         "sessions' notes around them.",
         "",
-        "| benchmark | what | date | results |",
+        "| benchmark | what | date | files |",
         "|---|---|---|---|",
     ]
     for name, r in current.items():
-        lines.append(f"| [`{name}`](#{_anchor(name)}) | {r.title} | {r.date} | {counts[name]} |")
+        lines.append(f"| [`{name}`](#{name}) | {r.title} | {r.date} | {counts[name]} |")
     for name, r in current.items():
         lines += ["", f"### {name}", "", f"**{r.title}**", ""]
         lines.append(f"- date: {r.date}" + (f", commit `{r.commit}`" if r.commit else ""))
