@@ -11,14 +11,13 @@ a few percent (process memory) or a few MiB (object store).
     .venv/bin/python benchmarks/load.py                        # 16 x 64, 300 iterations
     .venv/bin/python benchmarks/load.py --iterations 60 --workers 4
 
-Writes ``benchmarks/results/load-<time>.json`` and prints a markdown table.
+Prints a markdown table and saves it, with every sample, as ``benchmarks/results/<date>-<time>-load.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
@@ -266,12 +265,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         result = run_load(args.workers, args.num_envs, args.iterations, args.rollout_steps, args.sample_every)
     finally:
         release_ray(force=True)
-    out = ROOT / "benchmarks" / "results" / f"load-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    result["date"] = time.strftime("%Y-%m-%d %H:%M")
-    out.write_text(json.dumps(result, indent=1))
-    print(table(result))
-    print(f"\n(written to {out.relative_to(ROOT)})")
+    text = table(result)
+    print(text)
+    from benchmarks.report import save
+
+    head = f"{args.workers} env workers x {args.num_envs} sub-envs, {args.iterations} iterations, on Ray"
+    save("load", "Load: many env workers for hundreds of iterations, memory sampled", f"{head}\n\n{text}", data=result)
     return 0 if result["verdict"]["bounded"] else 1
 
 
