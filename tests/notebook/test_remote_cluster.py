@@ -14,10 +14,17 @@ import pytest
 from benchmarks.load import job_processes
 from tests.support.cluster import token_file
 
+# A driver that builds nothing: Lab.connect imports no torch in the background (~4 CPU-s) while it joins.
+NO_WARM_IMPORTS = {**os.environ, "RLIGHTNING_WARM_IMPORTS": "0"}
 
-def _driver(*args: str, secret: str = "") -> dict:
+
+def _driver(*args: str, secret: str = "", env=None) -> dict:
     out = subprocess.run(
-        [sys.executable, "-m", "tests.support.remote_driver", *args], capture_output=True, text=True, timeout=420
+        [sys.executable, "-m", "tests.support.remote_driver", *args],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     if secret:  # logs at DEBUG, reprs, HTML summaries: none shows the token
@@ -35,7 +42,7 @@ def test_lab_on_a_separate_cluster_trains_and_cleans_up(head_cluster):
     assert result["iterations"] == 2
     assert result["cpus"] == 4
     assert result["replaced"] is True
-    assert _driver("actors", address, token_file())["alive"] == []
+    assert _driver("actors", address, token_file(), env=NO_WARM_IMPORTS)["alive"] == []
 
 
 @pytest.mark.ray
@@ -83,7 +90,7 @@ def _cluster_state(address: str) -> dict:
         "print(json.dumps({'alive': alive_actor_classes(), 'placement_groups': len(pgs)}))\n"
         "lab.shutdown()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=NO_WARM_IMPORTS)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
