@@ -1,5 +1,6 @@
 """Lab.local recovers by itself when an earlier cluster died uncleanly and left its address recorded."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,9 @@ def test_lab_local_ignores_a_dead_cluster_record(tmp_path):
     RECORD.parent.mkdir(parents=True, exist_ok=True)
     RECORD.write_text("127.0.0.1:9\n")  # the address of a cluster that is gone
     try:
-        out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=240)
+        # it builds nothing: no background torch import (~4 CPU-s) while Ray starts
+        env = {**os.environ, "RLIGHTNING_WARM_IMPORTS": "0"}
+        out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=240, env=env)
     finally:
         if backup is None:
             RECORD.unlink(missing_ok=True)
