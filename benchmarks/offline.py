@@ -2,6 +2,7 @@
 
     python benchmarks/offline.py prepare                  # the datasets, once (under .bench/data/offline/)
     python benchmarks/offline.py run --steps 2000         # both libraries, every algorithm and seed; saves results
+    python benchmarks/offline.py report runs.jsonl        # the table of runs recorded (run --log) in one or more calls
 
 ``prepare`` trains SAC on Pendulum (the ``pendulum_sac`` preset, seed 1) for 60 iterations (3,840 env steps),
 writes its replay buffer as ``pendulum_medium_replay`` and collects ``pendulum_medium`` (20 episodes of that
@@ -126,43 +127,59 @@ def theirs(algo: str, seed: int, dataset: Path, steps: int, hidden: list) -> dic
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(steps: int, seeds: int, hidden: list, algos: list, names: list) -> None:
+def run(steps: int, seeds: int, hidden: list, algos: list, names: list, log: Path) -> list:
+    """Every run of both libraries; each result is also appended to ``log`` as a JSON line (a crash keeps them)."""
     from rlightning import datasets
 
     raw = []
-    rows = []
     for name in names:
         info = datasets.info(DATA / name)
         for algo in algos:
-            per = {"rlightning": [], "d3rlpy": []}
             for seed in range(seeds):
                 for lib, fn in (("rlightning", ours), ("d3rlpy", theirs)):
                     r = fn(algo, seed, DATA / name, steps, hidden)
                     r["score"] = float(info.normalized_score(r["return_mean"]))
-                    per[lib].append(r)
-                    raw.append({"dataset": name, "algo": algo, "seed": seed, "lib": lib, **r})
+                    raw.append({"dataset": name, "algo": algo, "seed": seed, "lib": lib, "hidden": hidden, **r})
+                    with open(log, "a") as f:
+                        f.write(json.dumps(raw[-1]) + "\n")
                     print(json.dumps(raw[-1]), flush=True)
-            a, b = per["rlightning"], per["d3rlpy"]
-            sa, sb = [r["score"] for r in a], [r["score"] for r in b]
-            ta = np.mean([r["train_s"] / r["steps"] * 10_000 for r in a])
-            tb = np.mean([r["train_s"] / r["steps"] * 10_000 for r in b])
-            la, lb = np.mean([r["load_s"] for r in a]), np.mean([r["load_s"] for r in b])
-            rows.append(
-                f"| {name} | {algo.upper()} | {np.mean(sa):.1f} +- {np.std(sa):.1f} | {np.mean(sb):.1f} +- "
-                f"{np.std(sb):.1f} | {'yes' if np.mean(sa) >= np.mean(sb) - np.std(sb) else 'no'} | {ta:.0f} s | "
-                f"{tb:.0f} s | {ta / tb:.2f}x | {la * 1000:.0f} ms | {lb * 1000:.0f} ms | {la / lb:.2f}x |"
-            )
-    table = "\n".join(
+    return raw
+
+
+def table(raw: list) -> str:
+    """The markdown table of `run`'s results: per dataset and algorithm, rlightning against d3rlpy."""
+    rows, groups = [], {}
+    for r in raw:
+        groups.setdefault((r["dataset"], r["algo"]), {"rlightning": [], "d3rlpy": []})[r["lib"]].append(r)
+    for (name, algo), per in groups.items():
+        a, b = per["rlightning"], per["d3rlpy"]
+        if not a or not b:
+            continue
+        sa, sb = [r["score"] for r in a], [r["score"] for r in b]
+        ta = np.mean([r["train_s"] / r["steps"] * 10_000 for r in a])
+        tb = np.mean([r["train_s"] / r["steps"] * 10_000 for r in b])
+        la, lb = np.mean([r["load_s"] for r in a]), np.mean([r["load_s"] for r in b])
+        rows.append(
+            f"| {name} | {algo.upper()} | {len(a)} | {np.mean(sa):.1f} +- {np.std(sa):.1f} | {np.mean(sb):.1f} +- "
+            f"{np.std(sb):.1f} | {'yes' if np.mean(sa) >= np.mean(sb) - np.std(sb) else 'no'} | {ta:.0f} s | "
+            f"{tb:.0f} s | {ta / tb:.2f}x | {la * 1000:.0f} ms | {lb * 1000:.0f} ms | {la / lb:.2f}x |"
+        )
+    return "\n".join(
         [
-            "| dataset | algorithm | rlightning score | d3rlpy score | within d3rlpy's mean - std | "
+            "| dataset | algorithm | seeds | rlightning score | d3rlpy score | within d3rlpy's mean - std | "
             "rlightning s / 10k steps | d3rlpy s / 10k steps | ratio | rlightning load | d3rlpy load | ratio |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
+
+
+def report(raw: list, note: str = "") -> None:
+    steps = sorted({r["steps"] for r in raw})
+    hidden = raw[0].get("hidden", [64, 64])
     text = (
-        f"{seeds} seeds, {steps} gradient steps, networks {hidden}, batch 256, one torch thread each; normalised "
-        f"score over 10 deterministic episodes (0 random, 100 the SAC expert).\n\n{table}\n"
+        f"{'/'.join(map(str, steps))} gradient steps, networks {hidden}, batch 256, one torch thread each; "
+        f"normalised score over 10 deterministic episodes (0 random, 100 the SAC expert).{note}\n\n{table(raw)}\n"
     )
     print(text)
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -182,12 +199,19 @@ def main() -> None:
     p.add_argument("--hidden", default="64,64")
     p.add_argument("--algos", default="bc,cql,iql")
     p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--log", default=str(DATA / "runs.jsonl"), help="JSON lines of every run (appended)")
+    p = sub.add_parser("report", help="the table (and the results file) of the runs in a --log file")
+    p.add_argument("log")
+    p.add_argument("--note", default="")
     args = parser.parse_args()
     if args.cmd == "prepare":
         prepare()
+    elif args.cmd == "run":
+        raw = run(args.steps, args.seeds, [int(h) for h in args.hidden.split(",")], args.algos.split(","),
+                  args.datasets.split(","), Path(args.log))  # fmt: skip
+        report(raw)
     else:
-        run(args.steps, args.seeds, [int(h) for h in args.hidden.split(",")], args.algos.split(","),
-            args.datasets.split(","))  # fmt: skip
+        report([json.loads(line) for line in Path(args.log).read_text().splitlines() if line.strip()], args.note)
 
 
 if __name__ == "__main__":
