@@ -57,18 +57,20 @@ def inventory_names(built_site: subprocess.CompletedProcess) -> Set[str]:
     return {name for domain, entries in data.items() if domain.startswith("py:") for name in entries}
 
 
+@functools.cache
 def _resolve(dotted: str) -> object:
-    """The object a dotted name points to: the longest importable module prefix, then attributes."""
+    """The object a dotted name points to: modules (imported when needed) then attributes, left to right."""
     parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(dotted)
+    obj = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], start=2):
+        path = ".".join(parts[:i])
+        if path in sys.modules:
+            obj = sys.modules[path]
+        elif hasattr(obj, part):
+            obj = getattr(obj, part)
+        else:
+            obj = importlib.import_module(path)
+    return obj
 
 
 def test_site_builds_without_warnings_and_broken_links(built_site: subprocess.CompletedProcess) -> None:
