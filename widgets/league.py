@@ -8,7 +8,7 @@ random play as the anchor; the matrix is a heatmap of each snapshot's points per
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from rlightning.widgets._base import esc, html_table
 from rlightning.widgets.sections import _HTMLSection, num, register_section
@@ -65,14 +65,16 @@ def _matrix_html(names: List[str], matrix: List[List[Any]]) -> str:
 class LeagueSection(_HTMLSection):
     """Elo ratings of the league's snapshots and their win-rate matrix (self-play runs only)."""
 
+    view: Optional[Dict[str, Any]] = None
+
     def refresh(self) -> bool:
         league = getattr(self.run.engine, "league", None)
-        if league is None or not league.snapshots:
-            return False
-        self.view = league_view(league)
-        return True
+        self.view = league_view(league) if league is not None and league.snapshots else None
+        return self.view is not None
 
     def render_html(self) -> str:
+        if self.view is None:  # not a self-play run (or no snapshot yet): nothing to show
+            return ""
         rows = [
             [esc(n), num(float(r)), "-" if i is None else num(i), "yes" if p else ""] for n, r, i, p in self.view["elo"]
         ]
