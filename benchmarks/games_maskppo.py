@@ -169,6 +169,31 @@ def main(argv: Any = None) -> int:
         print(f"median over {len(done)}/{len(results)} seeds: {json.dumps(med)}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.report import save
+
+    lines = [
+        "| seed | 90% in both seats | env steps (moves) | CPU s | wall s | wins per seat there |",
+        "|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        p = res["reached"] or res["last"] or {}
+        wins = ", ".join(f"{k} {v:.2f}" for k, v in p.items() if k.endswith("/win"))
+        row = [
+            res["seed"],
+            "yes" if res["reached"] else "no",
+            p.get("env_steps"),
+            p.get("cpu_s"),
+            p.get("wall_s"),
+            wins,
+        ]
+        lines.append("| " + " | ".join(str(x) for x in row) + " |")
+    save(
+        "games_maskppo",
+        "sb3-contrib MaskablePPO on connect four (PettingZoo's tutorial setup) to 90% wins against random play",
+        "\n".join(lines),
+        data={"args": vars(args), "results": results},
+    )
     return 0 if len(done) == len(results) else 1
 
 

@@ -144,7 +144,30 @@ def main(argv: Any = None) -> int:
         print(f"median over {len(done)}/{len(results)} seeds: {json.dumps(med)}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    from benchmarks.report import save
+
+    save(
+        "games_selfplay",
+        f"{args.preset} self-play to goal {args.goal} against random play ({args.eval_games} greedy games per seat)",
+        markdown_table(results, args),
+        data={"args": vars(args), "results": results},
+    )
     return 0 if len(done) == len(results) else 1
+
+
+def markdown_table(results: List[Dict[str, Any]], args: argparse.Namespace) -> str:
+    """One row per seed: where the goal was met (or the last evaluation), learner moves, CPU and wall seconds."""
+    lines = [
+        "| seed | goal met | iteration | learner moves | CPU s | wall s | rates per seat there |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        p = res["reached"] or res["last"] or {}
+        rates = ", ".join(f"{k} {v:.3f}" for k, v in p.items() if "/" in k and not k.endswith("/draw"))
+        row = [res["seed"], "yes" if res["reached"] else "no", p.get("iteration"), p.get("env_steps")]
+        row += [p.get("cpu_s"), p.get("wall_s"), rates]
+        lines.append("| " + " | ".join(str(x) for x in row) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
