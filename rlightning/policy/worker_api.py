@@ -506,6 +506,8 @@ def bind(cls: type) -> type:
     for name in WORKER_METHODS:
         member = namespace[name]
         func = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
-        func.__qualname__ = f"{cls.__qualname__}.{name}"
+        # A method of the class, where tools look it up (documentation, pickling by reference, introspection);
+        # its code and globals stay this module's.
+        func.__module__, func.__qualname__ = cls.__module__, f"{cls.__qualname__}.{name}"
         setattr(cls, name, member)
     return cls
