@@ -57,7 +57,7 @@ def _notebook(path: Path) -> None:
     nbformat.write(nb, str(path))
 
 
-def _wait(page, predicate, what: str, timeout_s: float = 300) -> Dict:
+def _wait(page, predicate, what: str, shot: Path, timeout_s: float = 300) -> Dict:
     deadline = time.time() + timeout_s
     state: Dict = {}
     while time.time() < deadline:
@@ -66,7 +66,8 @@ def _wait(page, predicate, what: str, timeout_s: float = 300) -> Dict:
         if predicate(state):
             return state
         time.sleep(0.5)
-    raise AssertionError(f"the sweep view never showed {what}; last state: {state}")
+    page.screenshot(path=str(shot), full_page=True)  # what the page shows instead
+    raise AssertionError(f"the sweep view never showed {what} (page: {shot}); last state: {state}")
 
 
 @pytest.mark.timeout(900)
@@ -97,6 +98,7 @@ def test_sweep_view_is_live_mid_sweep_and_stops_it_in_jupyterlab(tmp_path):
                 page,
                 lambda s: s.get("views") and s["running"] >= 2 and s["curves"] and "running" in s["status"],
                 "running trials with curves",
+                tmp_path / "sweep_not_running.png",
                 timeout_s=600,  # the kernel starts Ray and the trials' processes import torch first
             )
             page.wait_for_timeout(5000)  # a few iterations more on the curves
@@ -108,7 +110,9 @@ def test_sweep_view_is_live_mid_sweep_and_stops_it_in_jupyterlab(tmp_path):
             assert any("0.0003" in r for r in state["rows"]) and any("0.003" in r for r in state["rows"])
 
             page.locator(".rlightning-experiment button", has_text="Stop sweep").first.click()
-            state = _wait(page, lambda s: "finished" in s["status"], "the sweep finished after Stop sweep")
+            state = _wait(
+                page, lambda s: "finished" in s["status"], "the sweep finished after Stop sweep", tmp_path / "stop.png"
+            )
             assert state["running"] == 0 and len(state["rows"]) == 4
         finally:
             browser.close()
