@@ -111,3 +111,14 @@ def test_run_play_shows_one_game_as_boards(selfplay):
     assert run.play("scripted", seed=1).opponent == "scripted"
     with pytest.raises(ValueError, match="iter_000000, iter_000001, iter_000002"):
         run.play("iter_000099")
+
+
+def test_the_league_section_is_empty_without_a_league():
+    from types import SimpleNamespace
+
+    from rlightning.widgets.league import LeagueSection
+
+    section = LeagueSection(SimpleNamespace(engine=SimpleNamespace()))  # a run whose engine has no league
+    assert section.refresh() is False and section.render_html() == ""
+    no_snapshot = SimpleNamespace(engine=SimpleNamespace(league=SimpleNamespace(snapshots=[])))
+    assert LeagueSection(no_snapshot).refresh() is False
