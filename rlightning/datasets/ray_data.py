@@ -9,8 +9,8 @@
 `minari_ray_dataset` reads the episodes inside Ray Data's read tasks (``map_batches`` over episode
 indices), wherever Ray runs them; with `ShardReader` in each train worker over its part of a
 ``streaming_split``, no process holds the whole dataset: the driver never reads a row, and each worker
-reads only its share. Rows carry ``episode`` and ``step`` (the step within its episode), so what each
-worker read can be told apart (`ShardReader.report`).
+reads only its share of each epoch. Rows carry ``episode`` and ``step`` (the step within its episode), so
+what each worker read can be told apart (`ShardReader.report`).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class ShardReader:
         self._it: Any = None
         self.rows_read = 0
         self.epochs = 0
-        self._seen: set = set()
+        self._seen: List[set] = []  # the distinct transitions read in each epoch
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
@@ -157,6 +157,7 @@ class ShardReader:
 
     def _epoch(self) -> Any:
         self.epochs += 1
+        self._seen.append(set())
         return iter(
             self.iterator.iter_batches(
                 batch_size=self.batch_size,
@@ -186,12 +187,14 @@ class ShardReader:
         for _ in range(int(num_batches)):
             batch = self._next()
             if "episode" in batch and "step" in batch:
-                self._seen.update((batch["episode"].astype(np.int64) << 32 | batch["step"].astype(np.int64)).tolist())
+                keys = batch["episode"].astype(np.int64) << 32 | batch["step"].astype(np.int64)
+                self._seen[-1].update(keys.tolist())
             parts.append(_batch_to_tensordict(batch))
         out = parts[0] if len(parts) == 1 else torch.cat(parts, 0)
         self.rows_read += int(out.batch_size[0])
         return out
 
-    def report(self) -> Dict[str, int]:
-        """Rows read so far, the distinct transitions among them, and the epochs begun."""
-        return {"rows_read": self.rows_read, "distinct_rows": len(self._seen), "epochs": self.epochs}
+    def report(self) -> Dict[str, Any]:
+        """Rows read so far, the epochs begun, and the distinct transitions read in each epoch (a split may give a
+        worker other blocks in each epoch; within one it reads only its share)."""
+        return {"rows_read": self.rows_read, "epochs": self.epochs, "epoch_rows": [len(s) for s in self._seen]}

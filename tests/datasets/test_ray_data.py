@@ -31,7 +31,7 @@ def test_a_bufferview_goes_through_ray_data_and_back(ray_runtime, pendulum_rando
 
 
 def test_the_offline_engine_shards_a_ray_dataset_over_two_train_workers(ray_runtime, cartpole_expert_dataset, tmp_path):
-    # 10,000 transitions split over 2 remote train workers: each reads its half (in batches of 128), none all of it
+    # 10,000 transitions split over 2 remote train workers: each reads its half (in batches of 512), none all of it
     cfg = config_from_dict(
         {
             "engine": "offline",
@@ -41,9 +41,9 @@ def test_the_offline_engine_shards_a_ray_dataset_over_two_train_workers(ray_runt
             "train": {
                 "dataset": str(cartpole_expert_dataset),
                 "dataset_stream": True,
-                "batch_size": 128,
-                "iterations": 4,
-                "updates_per_iteration": 11,  # 44 batches per worker: its 39 of the first epoch, then a second
+                "batch_size": 512,
+                "iterations": 3,
+                "updates_per_iteration": 4,  # 12 batches per worker: its 9 of the first epoch, then a second
             },
             "cluster": {"train_worker_num": 2, "remote_train": True, "buffer_worker_num": 2},
             "log": {"progress": False, "run_dir": str(tmp_path)},
@@ -55,13 +55,14 @@ def test_the_offline_engine_shards_a_ray_dataset_over_two_train_workers(ray_runt
         reports = parts.engine.stream_reports
     finally:
         parts.engine.close()
-    assert history[-1]["gradient_steps"] == 44 and history[-1]["bc_loss"] < history[0]["bc_loss"]
+    assert history[-1]["gradient_steps"] == 12 and history[-1]["bc_loss"] < history[0]["bc_loss"]
     assert parts.buffer.size == 0  # nothing went through the buffer
     total, share = 10_000, 5_000
     for report in reports:
-        assert report["rows_read"] == 44 * 128 and report["epochs"] == 2
-        assert share - 128 <= report["distinct_rows"] <= share  # its half (less a last partial batch), no more
-    # the two halves together cover the dataset: they do not overlap
-    assert sum(r["distinct_rows"] for r in reports) >= total - 2 * 128
+        assert report["rows_read"] == 12 * 512 and report["epochs"] == 2
+        first = report["epoch_rows"][0]
+        assert share - 512 <= first <= share  # its half of the epoch (less a last partial batch), no more
+    # the two halves of the first epoch together cover the dataset: they do not overlap
+    assert sum(r["epoch_rows"][0] for r in reports) >= total - 2 * 512
     with pytest.raises(FileNotFoundError, match="no dataset at"):
         minari_ray_dataset(tmp_path / "nothing")
