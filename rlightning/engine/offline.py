@@ -57,7 +57,7 @@ class OfflineEngine(BaseEngine):
             )
         if config.buffer.unit != "transition" or config.buffer.sampler not in ("uniform", "prioritized"):
             raise ValueError(
-                "engine 'offline' needs buffer.unit='transition' and buffer.sampler='uniform' (got "
+                "engine 'offline' needs buffer.unit='transition' and buffer.sampler 'uniform' or 'prioritized' (got "
                 f"unit={config.buffer.unit!r}, sampler={config.buffer.sampler!r})"
             )
         self.dataset_info = info(train.dataset)  # a missing or corrupt dataset fails here, before any worker work
