@@ -105,6 +105,10 @@ def test_bad_offline_configs_are_refused_by_name(cartpole_expert_dataset, pendul
     cfg.buffer.type = "rollout"
     with pytest.raises(ValueError, match="set buffer.type=replay"):
         build_run(cfg)
+    cfg = offline_config(cartpole_expert_dataset, bc, run_dir=tmp_path)
+    cfg.buffer.sampler = "all"
+    with pytest.raises(ValueError, match="needs buffer.unit='transition' and buffer.sampler 'uniform' or 'prio"):
+        build_run(cfg)
     cfg = offline_config(pendulum_random_dataset, bc, run_dir=tmp_path)  # a Pendulum dataset for a CartPole run
     with pytest.raises(ValueError, match=r"has observation space Box\(.*but the env has"):
         build_run(cfg)
