@@ -1,4 +1,8 @@
-"""IQL and CQL learn from a locally collected Pendulum "medium-replay" dataset (slow: one test, as small as it can be).
+"""IQL and CQL learn from a locally collected Pendulum "medium-replay" dataset: a check out of CI.
+
+Run it with ``python -m pytest benchmarks/offline_learning_check.py`` (about 30 CPU-minutes on the 2-core machine
+under load, minutes on a quiet one: too long for CI's 30-minute budget, so CI does not collect it; issue 34's
+"within a CI-size budget" is not met yet).
 
 The dataset is D4RL's "medium-replay" made here: the replay buffer of a SAC run (the ``pendulum_sac`` preset)
 stopped at 3,200 env steps, while its policy is mediocre. IQL and CQL then learn offline from it, 3 seeds each,
