@@ -57,6 +57,24 @@ def _scheduler(spec: SweepSpec, scheduler: Optional[str], options: Dict[str, Any
     return PopulationBasedTraining(time_attr=spec.stop_key, hyperparam_mutations=mutations, **opts)
 
 
+def _silent_reporter() -> Any:
+    """A Tune progress reporter that reports nothing.
+
+    In a notebook Tune's default (its ``JupyterNotebookReporter``) calls ``clear_output`` on the cell that
+    runs while the sweep goes, which erased ``exp.show()``'s view from the cell that started the sweep.
+    """
+    from ray.tune import ProgressReporter
+
+    class _Silent(ProgressReporter):
+        def should_report(self, trials: Any, done: bool = False) -> bool:
+            return False
+
+        def report(self, trials: Any, done: bool, *sys_info: str) -> None:
+            return None
+
+    return _Silent()
+
+
 def _searcher(search: str, max_concurrent: Optional[int]) -> Any:
     if search != "optuna":
         return None
@@ -169,6 +187,7 @@ def start_sweep(
             checkpoint_config=tune.CheckpointConfig(num_to_keep=8 if scheduler == "pbt" else 2),  # PBT donors' too
             callbacks=callbacks,
             verbose=0,
+            progress_reporter=_silent_reporter(),  # the trials' state is the Experiment's (results_df, show())
         )
         if resume and tune.Tuner.can_restore(str(path)):
             logger.info("sweep %r: resuming from %s (finished trials are kept)", name, path)
