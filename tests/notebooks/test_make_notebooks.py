@@ -16,6 +16,8 @@ EXPECTED = [
     "04_custom_env_and_policy",
     "05_async_and_timing",
     "06_multi_agent",
+    "07_experiments",
+    "08_learning_from_a_dataset",
 ]
 
 
