@@ -15,6 +15,7 @@
 # The runs are short (a minute or two in all), so the returns are early-training returns.
 
 # %%
+# NBVAL_CHECK_OUTPUT
 import matplotlib.pyplot as plt
 from ray import tune
 
