@@ -224,6 +224,8 @@ class Experiment:
                 if result.error is not None:
                     entry["status"] = "ERROR"
                     entry["error"] = entry["error"] or str(result.error).strip().splitlines()[-1][:300]
+                elif entry["status"] in ("PENDING", "RUNNING", "RETRYING"):
+                    entry["status"] = "TERMINATED"  # stopped with the sweep (exp.stop()): Tune calls no callback
                 entry["checkpoint"] = result.checkpoint.path if result.checkpoint is not None else None
 
     def trials(self) -> Dict[str, Dict[str, Any]]:
