@@ -224,9 +224,11 @@ class Experiment:
                 if result.error is not None:
                     entry["status"] = "ERROR"
                     entry["error"] = entry["error"] or str(result.error).strip().splitlines()[-1][:300]
-                elif entry["status"] in ("PENDING", "RUNNING", "RETRYING"):
-                    entry["status"] = "TERMINATED"  # stopped with the sweep (exp.stop()): Tune calls no callback
                 entry["checkpoint"] = result.checkpoint.path if result.checkpoint is not None else None
+        with self._lock:  # fit() returned: a trial still "running" was stopped with the sweep (exp.stop()),
+            for entry in self._trials.values():  # for which Tune calls no callback
+                if entry["status"] in ("PENDING", "RUNNING", "RETRYING"):
+                    entry["status"] = "TERMINATED"
 
     def trials(self) -> Dict[str, Dict[str, Any]]:
         """A snapshot: trial id -> ``{"params", "status", "rows", "error"}`` (rows: the reported metrics)."""
