@@ -20,6 +20,7 @@ folder) carries on with it: `League.load`.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -126,8 +127,9 @@ class League:
 
     def player(self, name: str, env_meta: Any) -> PolicyOpponent:
         """The snapshot ``name`` as a player (sampled moves), loaded once."""
-        if name not in self._players:
-            self._players[name] = PolicyOpponent.from_checkpoint(self.folder / "snapshots" / name, env_meta)
+        if name not in self._players:  # seeded from the run's seed and the snapshot's name: evaluations repeat
+            rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+            self._players[name] = PolicyOpponent.from_checkpoint(self.folder / "snapshots" / name, env_meta, rng=rng)
         return self._players[name]
 
     def _record(self, a: str, b: str, result: Dict[str, int]) -> None:

@@ -89,8 +89,10 @@ class LeagueOpponents:
         self._loaded: Dict[str, PolicyOpponent] = {}
 
     def reseed(self, rng: np.random.Generator) -> None:
-        """Draw from ``rng`` from now on."""
+        """Draw from ``rng`` from now on (the draws of opponents, and the snapshots' sampled moves)."""
         self.rng = self.random.rng = rng
+        for player in self._loaded.values():
+            player.reseed(rng)
 
     def _refresh(self) -> None:
         path = self.folder / LEAGUE_FILE
@@ -114,5 +116,7 @@ class LeagueOpponents:
             return self.random
         name = self._pool[int(self.rng.choice(len(self._pool), p=self._probs / self._probs.sum()))]
         if name not in self._loaded:
-            self._loaded[name] = PolicyOpponent.from_checkpoint(self.folder / "snapshots" / name, self.env_meta)
+            self._loaded[name] = PolicyOpponent.from_checkpoint(
+                self.folder / "snapshots" / name, self.env_meta, rng=self.rng
+            )
         return self._loaded[name]

@@ -178,16 +178,26 @@ class PolicyOpponent:
 
     @classmethod
     def from_weights(
-        cls, policy_config: Any, env_meta: Any, weights: Dict[str, Any], name: str, **kw: Any
+        cls,
+        policy_config: Any,
+        env_meta: Any,
+        weights: Dict[str, Any],
+        name: str,
+        rng: Optional[np.random.Generator] = None,
+        **kw: Any,
     ) -> PolicyOpponent:
-        """A snapshot of ``policy_config``'s policy for a multi-agent ``env_meta`` with ``weights`` loaded."""
-        policy = build_eval_policy(policy_config, env_meta)
+        """A snapshot of ``policy_config``'s policy for a multi-agent ``env_meta`` with ``weights`` loaded
+        (``rng``: the generator its sampled moves draw from; None: a fresh unseeded one)."""
+        policy = build_eval_policy(policy_config, env_meta, rng)
         policy.load_state_dict(weights)
         return cls(policy, name, **kw)
 
     @classmethod
-    def from_checkpoint(cls, folder: Any, env_meta: Any, **kw: Any) -> PolicyOpponent:
-        """The policy of an ordinary checkpoint folder (``config.yaml`` and ``policy.pt``), for ``env_meta``.
+    def from_checkpoint(
+        cls, folder: Any, env_meta: Any, rng: Optional[np.random.Generator] = None, **kw: Any
+    ) -> PolicyOpponent:
+        """The policy of an ordinary checkpoint folder (``config.yaml`` and ``policy.pt``), for ``env_meta``
+        (``rng``: the generator its sampled moves draw from; None: a fresh unseeded one).
 
         Raises:
             FileNotFoundError, ValueError: not a complete checkpoint folder (`check_checkpoint_folder`).
@@ -200,7 +210,7 @@ class PolicyOpponent:
 
         path = check_checkpoint_folder(folder)
         config = config_from_dict(yaml.safe_load((path / "config.yaml").read_text()), source=f"in {path}")
-        policy = build_eval_policy(config.policy, env_meta)
+        policy = build_eval_policy(config.policy, env_meta, rng)
         policy.load_checkpoint_state(read_checkpoint(path / "policy.pt"))
         return cls(policy, Path(folder).name, **kw)
 
@@ -217,16 +227,23 @@ class PolicyOpponent:
         """The policy group playing ``seat`` (seats of one group are answered in one call)."""
         return self.group_of.get(seat, seat)
 
+    def reseed(self, rng: np.random.Generator) -> None:
+        """Draw the sampled moves from ``rng`` from now on (a seeded env's games repeat)."""
+        self.policy.np_rng = rng
+        for inner in self.policy.policies.values():
+            inner.np_rng = rng
 
-def build_eval_policy(policy_config: Any, env_meta: Any) -> Any:
-    """An eval-role policy of ``policy_config`` for ``env_meta`` (a `MultiAgentPolicy` for Dict-of-agent spaces)."""
+
+def build_eval_policy(policy_config: Any, env_meta: Any, rng: Optional[np.random.Generator] = None) -> Any:
+    """An eval-role policy of ``policy_config`` for ``env_meta`` (a `MultiAgentPolicy` for Dict-of-agent spaces),
+    its sampled actions drawn from ``rng`` (None: a fresh unseeded generator)."""
     from rlightning.policy.base_policy import PolicyRole
     from rlightning.policy.multi_agent import MultiAgentPolicy
 
     cfg = policy_config.model_copy(deep=True)
     cfg.checkpoint = None
     policy = MultiAgentPolicy(cfg, role_type=PolicyRole.EVAL)
-    policy.np_rng = np.random.default_rng()
+    policy.np_rng = rng if rng is not None else np.random.default_rng()
     policy.construct_network(env_meta)
     for module in policy.modules.values():
         module.eval()
