@@ -26,8 +26,8 @@ The three roles, as the loop calls them (``ids`` and ``rets`` are aligned lists)
     sink.wants_value(id) / sink.finish(values) # which records need a bootstrap; end the rollout with them
 
 The bootstrap values are asked for in one place, at the end of the loop, of the actor
-that acted. A stopped rollout (``stop`` set) submits no new step; steps in flight are
-awaited and written first.
+that acted. A stopped rollout (``stop`` set) submits no new step after the first; steps in
+flight are awaited and written first.
 """
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ def run_rollout(
         for i in ids:
             times.inference_of[i] += spent * rows[i] / total
 
-    def submit(ids: List[str]) -> None:
-        if not ids or (stop is not None and stop.is_set()):
+    def submit(ids: List[str], first: bool = False) -> None:
+        if not ids or (not first and stop is not None and stop.is_set()):
             return
         t0 = clock()
         outs = actor.act(ids, [streams.current(i) for i in ids])
@@ -108,7 +108,7 @@ def run_rollout(
 
     ok = False
     try:
-        submit(order)
+        submit(order, first=True)  # a stop asked for before the rollout still lets every stream take one step
         while sent:
             t0 = clock()
             answered, restarted = streams.wait(1 if in_flight else len(sent))

@@ -186,9 +186,9 @@ class TurnBasedEnv(BaseEnv):
                     "env_kwargs.opponent must be 'random', 'scripted', 'league' or a checkpoint folder, got "
                     f"{opponent!r}"
                 )
-            from rlightning.policy.standalone import check_checkpoint_folder
+            from rlightning.selfplay.checkpoints import check_opponent_checkpoint  # the env package imports no policy
 
-            check_checkpoint_folder(opponent)
+            check_opponent_checkpoint(opponent)
             return {"opponent_dir": str(Path(opponent).resolve())}
         if opponent == "scripted":
             from rlightning.selfplay.opponents import ScriptedOpponent
