@@ -61,6 +61,30 @@ def _import(module: str, name: str) -> Any:
         raise
 
 
+def env_module_or_callable(name: str, backend: str, example: str, importer: Callable[[str, str], Any] = _import) -> Any:
+    """What ``env.name`` (``package:env_module`` or ``module:callable``) names: the env module or the callable,
+    imported with ``importer`` (module, name), which raises the backend's install hint.
+
+    Raises:
+        ValueError: a name without ``:``, or a package without that module or callable.
+    """
+    if not isinstance(name, str) or ":" not in name:
+        raise ValueError(
+            f"the {backend} backend takes env.name as 'package:env_module' (e.g. {example!r}), got {name!r}"
+        )
+    importer("pettingzoo", name)
+    package, attr = name.split(":", 1)
+    try:
+        return importer(f"{package}.{attr}", name)
+    except ModuleNotFoundError as err:
+        if err.name != f"{package}.{attr}":
+            raise
+        base = importer(package, name)
+        if not hasattr(base, attr):
+            raise ValueError(f"env {name!r}: {package} has no env module or callable {attr!r}") from None
+        return getattr(base, attr)
+
+
 def make_parallel_env(name: str, env_kwargs: Optional[Dict[str, Any]] = None) -> Any:
     """Build one PettingZoo ``ParallelEnv`` from ``env.name`` (see the module docstring).
 
@@ -68,22 +92,7 @@ def make_parallel_env(name: str, env_kwargs: Optional[Dict[str, Any]] = None) ->
         MissingSuiteError: PettingZoo or the env's package is not installed (names the extra).
         ValueError: a name that is not ``package:env`` or does not lead to a parallel env.
     """
-    if not isinstance(name, str) or ":" not in name:
-        raise ValueError(
-            f"the pettingzoo backend takes env.name as 'package:env_module' (e.g. 'mpe2:simple_spread_v3'), "
-            f"got {name!r}"
-        )
-    _import("pettingzoo", name)
-    package, attr = name.split(":", 1)
-    try:
-        factory = _import(f"{package}.{attr}", name)
-    except ModuleNotFoundError as err:
-        if err.name != f"{package}.{attr}":
-            raise
-        base = _import(package, name)
-        if not hasattr(base, attr):
-            raise ValueError(f"env {name!r}: {package} has no env module or callable {attr!r}") from None
-        factory = getattr(base, attr)
+    factory = env_module_or_callable(name, "pettingzoo", "mpe2:simple_spread_v3")
     if hasattr(factory, "parallel_env"):
         factory = factory.parallel_env
     if not callable(factory):

@@ -45,6 +45,7 @@ from gymnasium import spaces
 from rlightning.env.base_env import BaseEnv
 from rlightning.env.errors import caller_error
 from rlightning.env.multi_agent_env import agent_actions
+from rlightning.env.pettingzoo_env import env_module_or_callable
 from rlightning.env.suites import MissingSuiteError
 from rlightning.env.utils.utils import default_env_preprocess_fn
 from rlightning.selfplay.opponents import batch_key
@@ -78,22 +79,7 @@ def make_aec_env(name: str, env_kwargs: Optional[Dict[str, Any]] = None) -> Any:
         MissingSuiteError: PettingZoo or the game's package is missing (names the extra).
         ValueError: a bad name, or a parallel-only env (the hint names ``env.backend: pettingzoo``).
     """
-    if not isinstance(name, str) or ":" not in name:
-        raise ValueError(
-            f"the pettingzoo_aec backend takes env.name as 'package:env_module' (e.g. "
-            f"'pettingzoo.classic:connect_four_v3'), got {name!r}"
-        )
-    _import("pettingzoo", name)
-    package, attr = name.split(":", 1)
-    try:
-        factory = _import(f"{package}.{attr}", name)
-    except ModuleNotFoundError as err:
-        if err.name != f"{package}.{attr}":
-            raise
-        base = _import(package, name)
-        if not hasattr(base, attr):
-            raise ValueError(f"env {name!r}: {package} has no env module or callable {attr!r}") from None
-        factory = getattr(base, attr)
+    factory = env_module_or_callable(name, "pettingzoo_aec", "pettingzoo.classic:connect_four_v3", _import)
     if not callable(factory):
         if hasattr(factory, "env"):
             factory = factory.env
