@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Collection, Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -78,17 +78,20 @@ def _job_actor_pids(job_id: str) -> set:
     return {a["Pid"] for a in state.actors().values() if a.get("JobID") == job_id and a.get("State") == "ALIVE"}
 
 
-def job_memory(job_id: str) -> Dict[str, float]:
+def job_memory(job_id: str, exclude: Collection[int] = ()) -> Dict[str, float]:
     """Resident memory of this process and of the Ray worker processes bound to ``job_id``.
 
     Actor processes (title ``ray::Class``) and idle pool workers (``ray::IDLE``, which Ray may
-    start for the job and reap later) are counted apart.
+    start for the job and reap later) are counted apart. ``exclude``: pids not counted (the
+    actors the job already had before the measured run, such as Ray Data's own actors).
     """
     import psutil
 
     out: Dict[str, Any] = {"actor_rss": 0.0, "actor_processes": 0, "idle_rss": 0.0, "idle_processes": 0}
     actors: Dict[str, str] = {}
     for pid, title in job_processes(job_id).items():
+        if pid in exclude:
+            continue
         kind = "idle" if title == "ray::IDLE" or not title.startswith("ray::") else "actor"
         try:
             out[f"{kind}_rss"] += psutil.Process(pid).memory_info().rss
@@ -190,6 +193,9 @@ def run_load(
     run_dir = run_dir or tempfile.mkdtemp(prefix="rl-load-")
     cfg = load_config(workers, num_envs, iterations, rollout_steps, run_dir, overrides)
     job = ray.get_runtime_context().get_job_id()
+    # Actors the job had before this run (a notebook's or a test session's earlier work, e.g. Ray Data's
+    # coordinator and stats actors) are not the run's: they are left out of every sample.
+    before = {pid for pid, title in job_processes(job).items() if title != "ray::IDLE"}
     t_build = time.perf_counter()
     engine = build_run(cfg).engine
     build_s = time.perf_counter() - t_build
@@ -200,7 +206,7 @@ def run_load(
             metrics = engine.step()
             if it % sample_every == 0 or it == 1 or it == iterations:
                 row = {"iteration": it, "seconds": time.perf_counter() - t0, "env_steps": metrics["env_steps"]}
-                row.update(job_memory(job))
+                row.update(job_memory(job, exclude=before))
                 row.update(object_store())
                 samples.append(row)
     finally:
@@ -215,6 +221,7 @@ def run_load(
         "seconds": elapsed,
         "env_steps": samples[-1]["env_steps"] if samples else 0,
         "samples": samples,
+        "actors_before": len(before),
         "verdict": verdict(samples),
     }
 

@@ -20,12 +20,21 @@ def test_fitted_growth_and_verdict_catch_a_leak():
     assert not verdict(store)["store_bytes"]["bounded"]
 
 
+class _Earlier:
+    def ping(self):
+        return True
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_sixteen_by_sixty_four_for_hundreds_of_iterations_stays_bounded(tmp_path, ray_runtime):
     # One PPO update of one minibatch per iteration (the preset's 4 x 4 took a quarter of each iteration): the
     # load is the per-step traffic through Ray and the weights synced after every update, not the optimizer.
     one_update = ["policy.update_epochs=1", "policy.num_minibatches=1"]
+    # An actor the job had before the run (as Ray Data leaves its coordinator and stats actors in a shared
+    # runtime) is not the run's: it stays out of the samples.
+    earlier = ray_runtime.remote(num_cpus=0)(_Earlier).remote()
+    ray_runtime.get(earlier.ping.remote())
     result = run_load(
         workers=16,
         num_envs=64,
@@ -38,6 +47,7 @@ def test_sixteen_by_sixty_four_for_hundreds_of_iterations_stays_bounded(tmp_path
     print(table(result))
     (tmp_path / "load.json").write_text(json.dumps(result, indent=1))
     assert result["env_steps"] == 16 * 64 * 2 * 200
+    assert result["actors_before"] >= 1
     # 16 env + eval + train + storage actors, the same processes throughout (nothing restarted or leaked).
     # Ray may start workers of its own for a while under load (the raylet says so); they are listed, and
     # must not be ours (the actors of the first sample stay) nor outlive the run (the last sample has none).
@@ -50,3 +60,4 @@ def test_sixteen_by_sixty_four_for_hundreds_of_iterations_stays_bounded(tmp_path
     assert not leaked, f"a second process of one of the run's actor classes at the end: {leaked}"
     print("processes of the job that came and went:", extra or "none")
     assert result["verdict"]["bounded"], table(result)
+    ray_runtime.kill(earlier)
