@@ -252,18 +252,21 @@ class SACPolicy(BasePolicy):
         """Current entropy temperature."""
         return float(self.log_alpha.value.detach().exp())
 
-    def train(self) -> Dict[str, float]:
-        """One critic update, delayed actor and temperature updates, target Polyak averaging.
+    def critic_loss(
+        self, ds: Dict[str, torch.Tensor], alpha: float
+    ) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]:
+        """The critics' loss on the batch ``ds``: the hook a variant overrides (CQL adds its conservative term);
+        `train` steps the critics on it, then runs the actor, temperature and target updates.
+
+        Args:
+            ds: The batch (`update_dataset`).
+            alpha: The entropy temperature, read once for this update.
 
         Returns:
-            q_loss, actor_loss, alpha, alpha_loss, q_value.
+            (loss, the batch's observation features for the actor update, metrics as 0-d tensors: q_loss,
+            q_value and any the variant adds).
         """
-        if self.dataset is None:
-            raise RuntimeError("sac.train() called before update_dataset(data)")
-        if "critic" not in self._optimizers:
-            raise RuntimeError("sac.train() needs setup_optimizer(optim_cfg) first (train workers only)")
-        cfg, ds, modules = self.config, self.dataset, self._modules
-        alpha = self.alpha
+        cfg, modules = self.config, self._modules
         with torch.no_grad():
             next_x = self.encoder(ds["next_obs"])
             next_action, next_logp = self.actor(next_x)
@@ -271,11 +274,27 @@ class SACPolicy(BasePolicy):
             target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * (next_q - alpha * next_logp)
         x = self.encoder(ds["obs"])  # a trainable encoder (a CNN) learns from the critic loss only
         q_loss, q1 = twin_critic_loss(modules, x, ds["action"], target)
+        return q_loss, x, {"q_loss": q_loss.detach(), "q_value": q1.detach().mean()}
+
+    def train(self) -> Dict[str, float]:
+        """One critic update (`critic_loss`), delayed actor and temperature updates, target Polyak averaging.
+
+        Returns:
+            The `critic_loss` metrics (q_loss, q_value), actor_loss, alpha, alpha_loss.
+        """
+        name = self.config.type
+        if self.dataset is None:
+            raise RuntimeError(f"{name}.train() called before update_dataset(data)")
+        if "critic" not in self._optimizers:
+            raise RuntimeError(f"{name}.train() needs setup_optimizer(optim_cfg) first (train workers only)")
+        cfg, ds = self.config, self.dataset
+        alpha = self.alpha
+        loss, x, critic_metrics = self.critic_loss(ds, alpha)
         self.apply_gradients(
-            q_loss, self._optimizers["critic"], self._critic_params, cfg.optim.max_grad_norm, return_norm=False
+            loss, self._optimizers["critic"], self._critic_params, cfg.optim.max_grad_norm, return_norm=False
         )
         self.update_count += 1
-        metrics = {"q_loss": q_loss.item(), "q_value": q1.detach().mean().item()}
+        metrics = {k: v.item() for k, v in critic_metrics.items()}
         if self.update_count % cfg.policy_frequency == 0:
             for _ in range(cfg.policy_frequency):
                 metrics.update(self._actor_update(x.detach()))
