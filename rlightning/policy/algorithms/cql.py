@@ -21,7 +21,7 @@ d3rlpy's DiscreteCQL, ``alpha: 1``). Offline its target network is Polyak-averag
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from pydantic import Field, field_validator
@@ -87,22 +87,18 @@ class CQLPolicy(SACPolicy):
         lse = torch.logsumexp(cat, dim=2) * cfg.cql_temp  # [2, n]
         return cfg.cql_alpha * (lse - q_data).mean(1).sum()
 
-    def train(self) -> Dict[str, float]:
-        """One critic update (TD + conservative term), the actor and temperature updates, target averaging.
+    def critic_loss(
+        self, ds: Dict[str, torch.Tensor], alpha: float
+    ) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]:
+        """SAC's hook: the TD loss (the target without the entropy term unless ``backup_entropy``) plus the
+        conservative term; SAC's `train` runs the actor, temperature and target updates after it.
 
         Returns:
-            q_loss, cql_loss, q_value, actor_loss, alpha, alpha_loss.
+            (loss, the observation features, metrics: q_loss (the TD part), cql_loss, q_value).
         """
-        if self.dataset is None:
-            raise RuntimeError("cql.train() called before update_dataset(data)")
-        if "critic" not in self._optimizers:
-            raise RuntimeError("cql.train() needs setup_optimizer(optim_cfg) first (train workers only)")
-        from rlightning.policy.algorithms.twin_critic import polyak_update
-
-        cfg, ds, modules = self.config, self.dataset, self._modules
-        alpha = self.alpha
-        next_x = self.encoder(ds["next_obs"])
+        cfg, modules = self.config, self._modules
         with torch.no_grad():
+            next_x = self.encoder(ds["next_obs"])
             next_action, next_logp = self.actor(next_x)
             next_q = min_target_q(modules, next_x, next_action)
             if cfg.backup_entropy:
@@ -111,25 +107,9 @@ class CQLPolicy(SACPolicy):
         x = self.encoder(ds["obs"])
         q = modules["qf"](x, ds["action"])  # [2, B]
         td_loss = (q - target).pow(2).mean(1).sum()
-        cql_loss = self._conservative_term(x, next_x.detach(), q)
-        loss = td_loss + cql_loss
-        self.apply_gradients(
-            loss, self._optimizers["critic"], self._critic_params, cfg.optim.max_grad_norm, return_norm=False
-        )
-        self.update_count += 1
-        metrics = {"q_loss": td_loss.item(), "cql_loss": cql_loss.item(), "q_value": q[0].detach().mean().item()}
-        if self.update_count % cfg.policy_frequency == 0:
-            for _ in range(cfg.policy_frequency):
-                metrics.update(self._actor_update(x.detach()))
-        else:
-            metrics.update({k: self._last_metrics.get(k, 0.0) for k in ("actor_loss", "alpha_loss")})
-        polyak_update(self._polyak, cfg.tau)
-        if self.encoder.normalize:
-            self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
-        self.train_calls += 1
-        metrics["alpha"] = self.alpha if cfg.autotune_alpha else alpha
-        self._last_metrics = metrics
-        return metrics
+        cql_loss = self._conservative_term(x, next_x, q)
+        metrics = {"q_loss": td_loss.detach(), "cql_loss": cql_loss.detach(), "q_value": q[0].detach().mean()}
+        return td_loss + cql_loss, x, metrics
 
     def _actor_update(self, x: torch.Tensor) -> Dict[str, float]:
         """SAC's actor and temperature update; during the first ``bc_steps`` the actor maximises the dataset
