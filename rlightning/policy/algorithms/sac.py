@@ -105,18 +105,33 @@ class SquashedGaussianActor(nn.Module):
 
     def forward(self, x: torch.Tensor, deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
         """Returns (action in the Box, log-probability summed over action dims)."""
-        mean, log_std = self.net(x).chunk(2, dim=-1)
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1)
+        mean, log_std = self._mean_log_std(x)
         std = log_std.exp()
         u = mean if deterministic else mean + std * torch.randn_like(mean)
         y = torch.tanh(u)
-        log_prob = (
+        return y * self.scale + self.bias, self._log_density(u, y, mean, log_std, std)
+
+    def log_prob(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The log-density of ``action`` (in the Box, clamped just inside it) at features ``x``, summed over
+        action dims (CQL's behaviour-cloning start maximises it for the dataset's actions)."""
+        mean, log_std = self._mean_log_std(x)
+        y = ((action - self.bias) / self.scale).clamp(-1 + 1e-6, 1 - 1e-6)
+        return self._log_density(torch.atanh(y), y, mean, log_std, log_std.exp())
+
+    def _mean_log_std(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.net(x).chunk(2, dim=-1)
+        return mean, LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1)
+
+    def _log_density(
+        self, u: torch.Tensor, y: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor, std: torch.Tensor
+    ) -> torch.Tensor:
+        """The Gaussian's log-density at the pre-squash ``u`` plus the tanh-and-rescale correction at ``y``."""
+        return (
             -0.5 * ((u - mean) / std) ** 2
             - log_std
             - 0.5 * math.log(2 * math.pi)
             - torch.log(self.scale * (1 - y**2) + 1e-6)
         ).sum(-1)
-        return y * self.scale + self.bias, log_prob
 
 
 class LogAlpha(nn.Module):
