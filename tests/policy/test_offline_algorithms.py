@@ -125,3 +125,11 @@ def test_missing_keys_are_listed():
     policy, _ = built("iql", BOX)
     with pytest.raises(KeyError, match=r"iql.update_dataset: missing keys \['next_obs'\]"):
         policy.update_dataset(batch(BOX).exclude("next_obs"))
+
+
+def test_cql_behaviour_cloning_start_reads_the_density_sac_samples_with():
+    policy, _ = built("cql", BOX)
+    x = policy.encoder(batch(BOX)["obs"])
+    with torch.no_grad():
+        action, logp = policy.actor(x)
+        assert torch.allclose(policy.actor.log_prob(x, action), logp, atol=1e-3)

@@ -20,7 +20,6 @@ d3rlpy's DiscreteCQL, ``alpha: 1``). Offline its target network is Polyak-averag
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -119,27 +118,12 @@ class CQLPolicy(SACPolicy):
             return super()._actor_update(x)
         cfg = self.config
         action, logp = self.actor(x)
-        data_logp = self._log_prob(x, self.dataset["action"])
+        data_logp = self.actor.log_prob(x, self.dataset["action"])
         actor_loss = (self.alpha * logp - data_logp).mean()
         self.apply_gradients(
             actor_loss, self._optimizers["actor"], self._actor_params, cfg.optim.max_grad_norm, return_norm=False
         )
         return {"actor_loss": actor_loss.item(), "alpha_loss": 0.0}
-
-    def _log_prob(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """The squashed Gaussian's log-density of ``action`` (in the Box) at features ``x``."""
-        from rlightning.policy.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN
-
-        mean, log_std = self.actor.net(x).chunk(2, dim=-1)
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1)
-        y = ((action - self.actor.bias) / self.actor.scale).clamp(-1 + 1e-6, 1 - 1e-6)
-        u = torch.atanh(y)
-        return (
-            -0.5 * ((u - mean) / log_std.exp()) ** 2
-            - log_std
-            - 0.5 * math.log(2 * math.pi)
-            - torch.log(self.actor.scale * (1 - y**2) + 1e-6)
-        ).sum(-1)
 
 
 class DiscreteCQLConfig(DQNConfig):
