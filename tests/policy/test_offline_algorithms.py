@@ -49,7 +49,15 @@ def built(algo: str, meta: EnvMeta, **cfg):
 
 @pytest.mark.parametrize(
     "algo,meta",
-    [("bc", BOX), ("bc", DISCRETE), ("td3_bc", BOX), ("cql", BOX), ("discrete_cql", DISCRETE), ("iql", BOX)],
+    [
+        ("bc", BOX),
+        ("bc", DISCRETE),
+        ("td3_bc", BOX),
+        ("cql", BOX),
+        ("discrete_cql", DISCRETE),
+        ("iql", BOX),
+        ("discrete_iql", DISCRETE),
+    ],
 )
 def test_each_algorithm_learns_on_batches_and_acts_standalone(algo, meta):
     policy, config = built(algo, meta)
@@ -58,7 +66,7 @@ def test_each_algorithm_learns_on_batches_and_acts_standalone(algo, meta):
     for _ in range(30):
         last = policy.train()
     assert all(np.isfinite(v) for v in last.values()) and policy.update_count >= 31
-    loss = {"bc": "bc_loss", "td3_bc": "q_loss", "cql": "q_loss", "discrete_cql": "q_loss", "iql": "q_loss"}[algo]
+    loss = "bc_loss" if algo == "bc" else "q_loss"
     assert last[loss] < first[loss], (first, last)
     policy.update_dataset(batch(meta, n=128, seed=1))
     policy.train_minibatches(2)  # an engine's batched updates
@@ -113,6 +121,8 @@ def test_iql_value_is_an_upper_expectile_of_the_target_critics():
         ("iql", DISCRETE, "policy 'iql' needs continuous \\(Box\\) actions, got Discrete\\(2\\)"),
         ("td3_bc", DISCRETE, "policy 'td3_bc' needs continuous \\(Box\\) actions, got Discrete\\(2\\)"),
         ("discrete_cql", BOX, "policy 'discrete_cql' needs Discrete actions, got Box.*use policy.type 'cql'"),
+        ("iql", DISCRETE, "policy 'iql' needs continuous .* use policy.type 'discrete_iql'"),
+        ("discrete_iql", BOX, "policy 'discrete_iql' needs Discrete actions, got Box.*use policy.type 'iql'"),
     ],
 )
 def test_an_action_space_the_algorithm_cannot_take_is_named(algo, meta, message):
@@ -133,3 +143,42 @@ def test_cql_behaviour_cloning_start_reads_the_density_sac_samples_with():
     with torch.no_grad():
         action, logp = policy.actor(x)
         assert torch.allclose(policy.actor.log_prob(x, action), logp, atol=1e-3)
+
+
+def test_discrete_iql_prefers_the_better_action_of_an_evenly_split_dataset():
+    # every state appears with both actions, half each: action 1 earns 1, action 0 earns 0, then the episode ends.
+    # BC would clone the 50/50 split; IQL's advantage weights move the actor onto action 1, and its value sits
+    # at the upper expectile of the two Q-values.
+    torch.manual_seed(0)
+    n = 128
+    obs = torch.randn(n // 2, 4).repeat(2, 1)
+    action = torch.cat([torch.zeros(n // 2), torch.ones(n // 2)]).long()
+    data = TensorDict(
+        {"obs": obs, "action": action, "reward": action.float(), "next_obs": obs,
+         "terminated": torch.ones(n, dtype=torch.bool)},
+        [n],
+    )  # fmt: skip
+    policy, _ = built("discrete_iql", DISCRETE, expectile=0.9, tau=0.05, q_lr=3e-3, optim={"lr": 3e-3})
+    policy.update_dataset(data)
+    for _ in range(150):
+        metrics = policy.train()
+    with torch.no_grad():
+        x = policy.encoder(obs)
+        p_better = torch.softmax(policy.actor(x), -1)[:, 1]
+        v = policy.value(x)
+    assert p_better.min().item() > 0.8, (p_better.min(), metrics)  # the weights put 0.95 on it
+    assert 0.7 < v.mean().item() < 1.0, metrics  # the 0.9-expectile of {0, 1} is 0.9
+    assert (policy.compute_actions(obs.numpy(), deterministic=True)["action"] == 1).all()
+
+
+@pytest.mark.parametrize(
+    "setting,message",
+    [
+        ({"target_update_interval": 10}, "discrete_iql learns offline.*target_update_interval"),
+        ({"double_q": True}, "discrete_iql's target is r \\+ gamma V\\(s'\\).*double_q"),
+        ({"gradient_steps": 4}, "discrete_iql makes one gradient step per train\\(\\).*updates_per_iteration"),
+    ],
+)
+def test_discrete_iql_refuses_dqn_settings_that_do_not_apply_offline(setting, message):
+    with pytest.raises(ValueError, match=message):
+        PolicyConfig(type="discrete_iql", **setting)

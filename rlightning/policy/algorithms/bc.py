@@ -27,7 +27,7 @@ from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import POLICIES
 
-__all__ = ["BCConfig", "BCPolicy", "offline_batch"]
+__all__ = ["BCConfig", "BCPolicy", "categorical_actions", "offline_batch"]
 
 
 class BCConfig(PolicyConfig):
@@ -74,6 +74,15 @@ def offline_batch(policy: Any, data: Any, name: str, keys: tuple) -> Dict[str, t
         if k in ds:
             ds[k] = ds[k].reshape(n).float()
     return ds
+
+
+@torch.no_grad()
+def categorical_actions(policy: Any, obs: Any, deterministic: bool) -> Dict[str, np.ndarray]:
+    """The acting of a policy whose ``actor`` is an `mlp` of logits over a Discrete space (BC, discrete IQL):
+    the greedy action when deterministic, a draw from the softmax otherwise, offset by ``policy.action_start``."""
+    logits = mlp_forward(policy.actor, policy.encoder(obs_to_tensor(obs, policy.device)))
+    pick = logits.argmax(-1) if deterministic else categorical_draw(torch.log_softmax(logits, -1))
+    return {"action": pick.cpu().numpy().astype(np.int64) + policy.action_start}
 
 
 @POLICIES.register("bc")
@@ -130,12 +139,10 @@ class BCPolicy(BasePolicy):
     @torch.no_grad()
     def compute_actions(self, obs: Any, deterministic: bool = False) -> Dict[str, np.ndarray]:
         """The actor's action (Box); the greedy or a sampled action (Discrete)."""
+        if self.discrete:
+            return categorical_actions(self, obs, deterministic)
         x = self.encoder(obs_to_tensor(obs, self.device))
-        if not self.discrete:
-            return {"action": self.actor(x).float().cpu().numpy()}
-        logits = mlp_forward(self.actor, x)
-        pick = logits.argmax(-1) if deterministic else categorical_draw(torch.log_softmax(logits, -1))
-        return {"action": pick.cpu().numpy().astype(np.int64) + self.action_start}
+        return {"action": self.actor(x).float().cpu().numpy()}
 
     def update_dataset(self, data: Any) -> None:
         """Take a sampled batch (``obs``, ``action``) for the next ``train()``."""

@@ -31,7 +31,7 @@ from rlightning.policy.algorithms.sac import SACConfig, SACPolicy
 from rlightning.policy.algorithms.twin_critic import min_target_q
 from rlightning.utils.registry import POLICIES
 
-__all__ = ["CQLConfig", "CQLPolicy", "DiscreteCQLConfig", "DiscreteCQLPolicy"]
+__all__ = ["CQLConfig", "CQLPolicy", "DiscreteCQLConfig", "DiscreteCQLPolicy", "offline_target_interval"]
 
 
 class CQLConfig(SACConfig):
@@ -137,12 +137,21 @@ class DiscreteCQLConfig(DQNConfig):
     @field_validator("target_update_interval")
     @classmethod
     def _offline_target(cls, v: Optional[int]) -> Optional[int]:
-        if v is not None:
-            raise ValueError(
-                "discrete_cql learns offline, where no env steps are taken; target_update_interval counts env "
-                f"steps (got {v}): leave it None and set tau (the target's Polyak rate per gradient step)"
-            )
-        return v
+        return offline_target_interval("discrete_cql", v)
+
+
+def offline_target_interval(policy_name: str, v: Optional[int]) -> Optional[int]:
+    """``target_update_interval`` of an offline variant of DQN: None, or a clear error (it counts env steps).
+
+    Raises:
+        ValueError: any value but None.
+    """
+    if v is not None:
+        raise ValueError(
+            f"{policy_name} learns offline, where no env steps are taken; target_update_interval counts env "
+            f"steps (got {v}): leave it None and set tau (the target's Polyak rate per gradient step)"
+        )
+    return v
 
 
 @POLICIES.register("discrete_cql")

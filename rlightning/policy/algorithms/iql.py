@@ -1,4 +1,5 @@
-"""IQL: implicit Q-learning for offline data (Kostrikov et al., 2021), Box actions.
+"""IQL: implicit Q-learning for offline data (Kostrikov et al., 2021): ``iql`` for Box actions, ``discrete_iql``
+for Discrete ones.
 
 Never queries the critics at actions outside the dataset:
 
@@ -13,18 +14,29 @@ Never queries the critics at actions outside the dataset:
 The paper's and CORL's hyperparameters (the ``iql_*`` presets): ``expectile: 0.7``, ``beta: 3``,
 ``max_weight: 100``, ``tau: 0.005``, Adam at 3e-4 for all three, two hidden layers of 256, batch 256,
 observations normalised (``norm_obs``).
+
+``discrete_iql`` (Discrete actions) sits on DQN (`DQNPolicy`: its Q network, dueling option, target network
+Polyak-averaged every gradient step, batches, TD loss and prioritized weights, the same code) as ``discrete_cql``
+does: DQN's target ``r + gamma max_a Q'(s', a)`` becomes ``r + gamma V(s')``, V is fitted by the same expectile
+regression to ``Q'(s, a_data)`` of the target network, and a categorical actor (logits from an `mlp`, acting as
+BC's: greedy when deterministic, sampled otherwise) by the same advantage-weighted regression of the dataset's
+actions. The paper has no discrete experiment; its hyperparameters carry over (expectile 0.7, beta 3, weights
+clipped at 100, tau 0.005, Adam at 3e-4) with DQN's single Q network in place of the twin critics.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Literal, Optional
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 from torch import nn
+from torch.nn import functional as F
 
-from rlightning.policy.algorithms.bc import offline_batch
+from rlightning.policy.algorithms.bc import categorical_actions, offline_batch
+from rlightning.policy.algorithms.cql import offline_target_interval
+from rlightning.policy.algorithms.dqn import DQNConfig, DQNPolicy
 from rlightning.policy.algorithms.networks import action_kind, mlp, mlp_forward
 from rlightning.policy.algorithms.twin_critic import (
     build_twin_critics,
@@ -41,7 +53,15 @@ from rlightning.types import EnvMeta
 from rlightning.utils.config import PolicyConfig
 from rlightning.utils.registry import POLICIES
 
-__all__ = ["GaussianMeanActor", "IQLConfig", "IQLPolicy"]
+__all__ = [
+    "DiscreteIQLConfig",
+    "DiscreteIQLPolicy",
+    "GaussianMeanActor",
+    "IQLConfig",
+    "IQLPolicy",
+    "advantage_weights",
+    "expectile_loss",
+]
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
@@ -61,6 +81,16 @@ class IQLConfig(PolicyConfig):
     """Critic and value learning rate (the actor's is ``optim.lr``)."""
     fused_optimizer: bool = True
     """Adam/AdamW through torch's fused kernel (the same update up to float rounding)."""
+
+
+def expectile_loss(adv: torch.Tensor, expectile: float) -> torch.Tensor:
+    """IQL's value loss: ``mean |expectile - 1(adv < 0)| adv^2`` of ``adv = Q'(s, a) - V(s)``."""
+    return (torch.abs(expectile - (adv < 0).float()) * adv.pow(2)).mean()
+
+
+def advantage_weights(adv: torch.Tensor, beta: float, max_weight: float) -> torch.Tensor:
+    """IQL's actor weights: ``exp(beta * adv)`` clipped at ``max_weight`` (no gradient)."""
+    return torch.exp(beta * adv.detach()).clamp(max=max_weight)
 
 
 class GaussianMeanActor(nn.Module):
@@ -119,7 +149,7 @@ class IQLPolicy(BasePolicy):
         if action_kind(space, "iql", ("continuous", "discrete")) == "discrete":
             raise ValueError(
                 f"policy 'iql' needs continuous (Box) actions, got {space!r}; for Discrete actions use "
-                "policy.type 'bc' or 'discrete_cql'"
+                "policy.type 'discrete_iql', 'bc' or 'discrete_cql'"
             )
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
             raise ValueError(f"policy 'iql' needs finite action bounds, got {space!r}")
@@ -186,8 +216,7 @@ class IQLPolicy(BasePolicy):
             next_v = self.value(self.encoder(ds["next_obs"]))
         v = self.value(x)
         adv = target_q - v
-        weight = torch.abs(cfg.expectile - (adv < 0).float())
-        v_loss = (weight * adv.pow(2)).mean()
+        v_loss = expectile_loss(adv, cfg.expectile)
         self.apply_gradients(
             v_loss, self._optimizers["value"], self._value_params, cfg.optim.max_grad_norm, return_norm=False
         )
@@ -196,7 +225,7 @@ class IQLPolicy(BasePolicy):
         self.apply_gradients(
             q_loss, self._optimizers["critic"], self._critic_params, cfg.optim.max_grad_norm, return_norm=False
         )
-        exp_adv = torch.exp(cfg.beta * adv.detach()).clamp(max=cfg.max_weight)
+        exp_adv = advantage_weights(adv, cfg.beta, cfg.max_weight)
         actor_loss = -(exp_adv * self.actor.log_prob(x.detach(), ds["action"])).mean()
         self.apply_gradients(
             actor_loss, self._optimizers["actor"], self._actor_params, cfg.optim.max_grad_norm, return_norm=False
@@ -214,5 +243,153 @@ class IQLPolicy(BasePolicy):
             "v_value": v.detach().mean().item(),
             "adv_weight": exp_adv.mean().item(),
         }
+        self._last_metrics = metrics
+        return metrics
+
+
+class DiscreteIQLConfig(DQNConfig):
+    """Discrete IQL's hyperparameters (``policy.type: discrete_iql``): DQN's (the Q network, ``tau``, ``q_lr`` for
+    the Q and value networks, ``loss``) and IQL's; the actor learns at ``optim.lr``."""
+
+    expectile: float = Field(0.7, gt=0, lt=1)
+    """Expectile of the value regression (0.5: the mean; towards 1: the best actions in the data)."""
+    beta: float = Field(3.0, gt=0)
+    """Inverse temperature of the advantage weights."""
+    max_weight: float = Field(100.0, gt=0)
+    """Clip of the advantage weights ``exp(beta * adv)``."""
+    loss: Literal["huber", "mse"] = "mse"
+    """The Q network's loss against ``r + gamma V(s')``: ``mse`` (IQL's) or ``huber``."""
+    target_update_interval: Optional[int] = None
+    """Must stay None: offline, the target network is Polyak-averaged (``tau``) every gradient step."""
+
+    @field_validator("target_update_interval")
+    @classmethod
+    def _offline_target(cls, v: Optional[int]) -> Optional[int]:
+        return offline_target_interval("discrete_iql", v)
+
+    @field_validator("double_q")
+    @classmethod
+    def _no_double_q(cls, v: bool) -> bool:
+        if v:
+            raise ValueError(
+                "discrete_iql's target is r + gamma V(s'), with no greedy next action for double Q to pick: "
+                "leave double_q false"
+            )
+        return v
+
+    @field_validator("gradient_steps")
+    @classmethod
+    def _one_step(cls, v: int) -> int:
+        if v != 1:
+            raise ValueError(
+                f"discrete_iql makes one gradient step per train() (got gradient_steps={v}); offline, set "
+                "train.updates_per_iteration for more steps per iteration"
+            )
+        return v
+
+
+@POLICIES.register("discrete_iql")
+class DiscreteIQLPolicy(DQNPolicy):
+    """Implicit Q-learning on DQN for Discrete actions (see the module docstring)."""
+
+    config_cls = DiscreteIQLConfig
+    """The config class of ``policy.type: discrete_iql``."""
+
+    sync_module_names = ("encoder", "actor")
+    acting_family = "actor_critic"  # the actor's logits: greedy when deterministic (ActingNet)
+
+    def construct_network(self, env_meta: EnvMeta) -> None:
+        """DQN's networks, the categorical actor (every worker) and the value network (train workers).
+
+        Raises:
+            ValueError: a Box action space (named, with ``iql``), or any other non-Discrete one.
+        """
+        if action_kind(env_meta.action_space, "discrete_iql", ("continuous", "discrete")) == "continuous":
+            raise ValueError(
+                f"policy 'discrete_iql' needs Discrete actions, got {env_meta.action_space!r}; for Box actions use "
+                "policy.type 'iql'"
+            )
+        super().construct_network(env_meta)
+        cfg = self.config
+        self.discrete = True
+        self.actor = self.register_module(
+            "actor", mlp(self.encoder.dim, cfg.hidden_sizes, self.n_actions, cfg.activation, out_gain=0.01)
+        )
+        if self.role_type is PolicyRole.TRAIN:
+            self.register_module("vf", mlp(self.encoder.dim, cfg.hidden_sizes, 1, cfg.activation))
+
+    def setup_optimizer(self, optim_cfg: Any) -> None:
+        """DQN's Q optimizer (``q_lr``), the value network's (``q_lr``) and the actor's (``optim.lr``)."""
+        super().setup_optimizer(optim_cfg)
+        cfg = self.config
+        self._value_params = list(self._modules["vf"].parameters())
+        self._actor_params = list(self.actor.parameters())
+        fused = cfg.fused_optimizer
+        self.register_optimizer("value", build_optimizer(optim_cfg, self._value_params, lr=cfg.q_lr, fused=fused))
+        self.register_optimizer("actor", build_optimizer(optim_cfg, self._actor_params, fused=fused))
+
+    def compute_actions(self, obs: Any, deterministic: bool = False) -> Dict[str, np.ndarray]:
+        """The actor's greedy action (deterministic) or a draw from its softmax."""
+        return categorical_actions(self, obs, deterministic)
+
+    def value(self, x: torch.Tensor) -> torch.Tensor:
+        """V(s) at features ``x``, ``[B]``."""
+        return mlp_forward(self._modules["vf"], x).squeeze(-1)
+
+    def train(self) -> Dict[str, float]:
+        """One value, Q and actor update each, then the target averaging.
+
+        Returns:
+            v_loss, q_loss, actor_loss, q_value, v_value, adv_weight (the mean advantage weight); priority_beta
+            with prioritized batches.
+        """
+        if self.dataset is None:
+            raise RuntimeError("discrete_iql.train() called before update_dataset(data)")
+        if "actor" not in self._optimizers:
+            raise RuntimeError("discrete_iql.train() needs setup_optimizer(optim_cfg) first (train workers only)")
+        cfg, ds = self.config, self.dataset
+        action = ds["action"].unsqueeze(1)
+        x = self.encoder(ds["obs"]).detach()  # a trainable encoder (a CNN) learns from the Q loss only
+        with torch.no_grad():
+            target_q = self.target_q_values(ds["obs"]).gather(1, action).squeeze(1)
+            next_v = self.value(self.encoder(ds["next_obs"]))
+        v = self.value(x)
+        adv = target_q - v
+        v_loss = expectile_loss(adv, cfg.expectile)
+        self.apply_gradients(
+            v_loss, self._optimizers["value"], self._value_params, cfg.optim.max_grad_norm, return_norm=False
+        )
+        out = self.loss({**ds, "target": ds["reward"] + ds["discount"] * next_v})  # DQN's TD loss and weights
+        self.apply_gradients(
+            out["loss"], self._optimizers["main"], self._params, cfg.optim.max_grad_norm, return_norm=False
+        )
+        exp_adv = advantage_weights(adv, cfg.beta, cfg.max_weight)
+        logp = F.log_softmax(mlp_forward(self.actor, x), -1).gather(1, action).squeeze(1)
+        actor_loss = -(exp_adv * logp).mean()
+        self.apply_gradients(
+            actor_loss, self._optimizers["actor"], self._actor_params, cfg.optim.max_grad_norm, return_norm=False
+        )
+        self._update_target(cfg.tau)
+        if self.encoder.normalize:
+            self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
+        if ds.get("index") is not None:  # the rows' new priorities, as DQN hands them back
+            shard = ds["shard"] if ds.get("shard") is not None else torch.zeros_like(ds["index"])
+            self.priority_updates = {
+                "index": ds["index"].cpu(),
+                "shard": shard.cpu(),
+                "priority": out["td_error"].abs().cpu(),
+            }
+        self.update_count += 1
+        self.train_calls += 1
+        metrics = {
+            "v_loss": v_loss.item(),
+            "q_loss": out["loss"].item(),
+            "actor_loss": actor_loss.item(),
+            "q_value": out["q"].detach().mean().item(),
+            "v_value": v.detach().mean().item(),
+            "adv_weight": exp_adv.mean().item(),
+        }
+        if ds.get("weight") is not None:
+            metrics["priority_beta"] = self.priority_beta
         self._last_metrics = metrics
         return metrics
