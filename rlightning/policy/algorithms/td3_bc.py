@@ -47,7 +47,7 @@ class TD3BCPolicy(TD3Policy):
         if action_kind(env_meta.action_space, "td3_bc", ("continuous", "discrete")) == "discrete":
             raise ValueError(
                 f"policy 'td3_bc' needs continuous (Box) actions, got {env_meta.action_space!r}; for Discrete "
-                "actions use policy.type 'bc' or 'discrete_cql'"
+                "actions use policy.type 'bc', 'discrete_cql' or 'discrete_iql'"
             )
         super().construct_network(env_meta)
 
