@@ -18,7 +18,9 @@ from rlightning.widgets.charts import _new_figure, _png, draw_compare
 def experiment_state(exp: Any) -> Dict[str, Any]:
     """The table's rows (one per trial, as ``exp.results_df()``) and the sweep's status."""
     df = exp.results_df()
-    rows = df.where(df.notna(), None).to_dict("records")
+    # As objects first: ``where(..., None)`` on a float column puts NaN back, and a trial that has not
+    # reported yet would read "nan" (its last / best metric) instead of a dash.
+    rows = df.astype(object).where(df.notna(), None).to_dict("records")
     return {
         "name": exp.name,
         "running": exp.is_running,
@@ -48,16 +50,48 @@ def draw_bands(band: Any, metric: str, width_px: int = 900, height_px: int = 260
     return _png(fig)
 
 
+def config_points(rows: List[Dict[str, Any]], varied: List[str]) -> List[Dict[str, Any]]:
+    """The trials' last metrics grouped by config (their varied values, the seed aside).
+
+    Returns one dict per config that has reported, in the trials' order: its ``params`` (the varied
+    values but ``seed``), ``values`` (each of its trials' last metric) and their ``mean``.
+    """
+    keys = [k for k in varied if k != "seed"]
+    groups: Dict[tuple, Dict[str, Any]] = {}
+    for r in rows:
+        if r.get("last") is None:
+            continue  # not reported yet
+        params = {k: r.get(k) for k in keys}
+        group = groups.setdefault(tuple(repr(params[k]) for k in keys), {"params": params, "values": []})
+        group["values"].append(float(r["last"]))
+    return [{**g, "mean": sum(g["values"]) / len(g["values"])} for g in groups.values()]
+
+
+def param_panels(groups: List[Dict[str, Any]], varied: List[str]) -> List[str]:
+    """The hyperparameters of the view, one panel each: the numeric varied values but the seed."""
+    return [k for k in varied if k != "seed" and any(isinstance(g["params"].get(k), (int, float)) for g in groups)]
+
+
 def draw_params(rows: List[Dict[str, Any]], varied: List[str], metric: str, width_px: int = 900) -> Optional[bytes]:
-    """PNG: each varied hyperparameter against the trials' last ``metric`` (one panel each), or None."""
-    numeric = [k for k in varied if any(isinstance(r.get(k), (int, float)) and r.get("last") is not None for r in rows)]
+    """PNG: each varied hyperparameter against the last ``metric``, one panel each, or None.
+
+    The seed is no hyperparameter: it gets no panel, and a config's trials over seeds are one group
+    (its runs as small dots, their mean as a larger marker).
+    """
+    groups = config_points(rows, varied)
+    numeric = param_panels(groups, varied)
     if not numeric:
         return None
     fig, axes = _new_figure(len(numeric), width_px, 240)
     for ax, key in zip(axes, numeric):
-        pts = [(r[key], r["last"]) for r in rows if isinstance(r.get(key), (int, float)) and r.get("last") is not None]
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18)
-        if key.endswith("lr") and all(p[0] > 0 for p in pts):
+        pts = [g for g in groups if isinstance(g["params"].get(key), (int, float))]
+        xs = [g["params"][key] for g in pts]
+        runs = [(g["params"][key], v) for g in pts for v in g["values"]]
+        ax.scatter([x for x, _ in runs], [v for _, v in runs], s=10, alpha=0.4, color="tab:blue", label="runs")
+        if any(len(g["values"]) > 1 for g in pts):
+            ax.scatter(xs, [g["mean"] for g in pts], s=40, marker="D", color="tab:orange", label="config mean")
+            ax.legend(fontsize=7, loc="best")
+        if key.endswith("lr") and all(x > 0 for x in xs):
             ax.set_xscale("log")
         ax.set_xlabel(key, fontsize=8)
         ax.set_ylabel(f"last {metric}", fontsize=8)
@@ -144,11 +178,23 @@ class ExperimentView:
             if self.params_png is not None:
                 self.params.value = self.params_png
             running = [r["trial_id"] for r in rows if r["status"] in ("RUNNING", "PENDING")]
-            if list(self.trial_picker.options) != running:
-                self.trial_picker.options = running
+            self._set_picker(running)
             self.stop_button.disabled = not self.state["running"]
             self.stop_trial_button.disabled = not running
         return self.state
+
+    def _set_picker(self, running: List[str]) -> None:
+        """The Stop-trial dropdown: the running trials, one of them selected (the same one while it runs).
+
+        ipywidgets leaves a dropdown whose options go from none to some with no value (it shows blank,
+        and Stop trial would stop nothing), so the selection is set here.
+        """
+        picker = self.trial_picker
+        keep = picker.value if picker.value in running else (running[0] if running else None)
+        if list(picker.options) != running:
+            picker.options = running
+        if picker.value != keep:
+            picker.value = keep
 
     def _draw_bands(self) -> Optional[bytes]:
         """The per-config band chart, redrawn only when trials reported new rows."""
