@@ -78,7 +78,7 @@ def play_match(
         result = MatchResult(win=0, draw=0, loss=0)
         for _ in range(max_steps):
             action = {a: np.zeros(env.num_envs, dtype=np.int64) for a in env.agent_ids}
-            action[seat] = np.asarray(player.act(ret.observation[seat], seat=seat)).reshape(-1)
+            action[seat] = _act_on_live_rows(player, ret, seat)
             ret = env.step(MultiAgentPolicyResponse(env_id=env.env_id, action=action))
             done = np.logical_and.reduce([ret.last_terminated[a] | ret.last_truncated[a] for a in env.agent_ids])
             for r in np.asarray(ret.info["episode_return"])[done]:
@@ -89,6 +89,21 @@ def play_match(
         raise RuntimeError(f"play_match: {games} games did not finish within {max_steps} moves")
     finally:
         env.close()
+
+
+def _act_on_live_rows(player: Any, ret: Any, seat: str) -> np.ndarray:
+    """The player's moves in the games where ``seat`` is to move (``info["active"]``); 0 in the others.
+
+    A game that ended on the last step restarts on this one and ignores its action: its row shows an empty board
+    and no legal move, which is not a position to ask a player about (win-or-block play has no move there)."""
+    obs = ret.observation[seat]
+    live = np.asarray(ret.info["active"][seat], dtype=bool)
+    moves = np.zeros(live.shape[0], dtype=np.int64)
+    if live.all():
+        moves[:] = np.asarray(player.act(obs, seat=seat)).reshape(-1)
+    elif live.any():
+        moves[live] = np.asarray(player.act({k: np.asarray(v)[live] for k, v in obs.items()}, seat=seat)).reshape(-1)
+    return moves
 
 
 def board_text(planes: np.ndarray, marks: str = "XO") -> str:

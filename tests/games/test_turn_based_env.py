@@ -6,6 +6,7 @@ import pytest
 
 from rlightning.env import OpenSpielEnv, TurnBasedEnv
 from rlightning.env.pettingzoo_env import make_parallel_env
+from rlightning.selfplay.matches import play_match
 from rlightning.selfplay.opponents import RandomOpponent, ScriptedOpponent
 from rlightning.types import MultiAgentPolicyResponse
 from rlightning.utils.config import EnvConfig
@@ -106,6 +107,29 @@ def test_scripted_opponent_wins_and_blocks():
     assert opp.act({"observation": board[None], "action_mask": mask[None]}).tolist() == [5]
     with pytest.raises(ValueError, match=r"opponent 'scripted' plays \['connect_four', 'tictactoe'\]"):
         ScriptedOpponent("pettingzoo.classic:chess_v6")
+
+
+def test_a_match_asks_the_player_only_where_its_seat_is_to_move():
+    """play_match side by side: a game that ended restarts on the next step (its row has no legal move), and the
+    player is not asked there; win-or-block play (which has no move on an empty mask) plays 100 games per seat."""
+    env = EnvConfig(name=TTT, backend="pettingzoo_aec")
+
+    class Counting(ScriptedOpponent):
+        asked = 0
+
+        def act(self, obs, seat=None):
+            assert np.asarray(obs["action_mask"]).any(1).all(), "asked to move in a finished game"
+            Counting.asked += len(obs["action_mask"])
+            return super().act(obs, seat)
+
+    player = Counting(TTT, np.random.default_rng(0))
+    first = play_match(env, player, RandomOpponent(np.random.default_rng(1)), 100, "player_1", seed=1)
+    second = play_match(env, player, RandomOpponent(np.random.default_rng(2)), 100, "player_2", seed=2)
+    assert first.games == second.games == 100
+    # from each seat's side: win-or-block beats random play, the first mover more often (0.92 / 0.79 over 400)
+    assert first.rates()["win"] >= 0.8 and second.rates()["win"] >= 0.6
+    assert first.rates()["loss"] <= 0.1 and second.rates()["loss"] <= 0.15
+    assert Counting.asked >= 100 * 3 + 100 * 2  # at least three moves per first-seat game, two per second-seat one
 
 
 def test_random_opponent_plays_only_legal_moves():
