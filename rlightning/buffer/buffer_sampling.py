@@ -46,7 +46,7 @@ class BufferSampler:
         self.clear_after_sample = clear_after_sample
         self.timer = timer
 
-    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1, views: bool = False) -> List[TensorDict]:
+    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1) -> List[TensorDict]:
         """Draw one batch per train worker from that worker's shards (one call per shard).
 
         Args:
@@ -54,10 +54,6 @@ class BufferSampler:
             num_batches: Uniform sampler only: ``num_batches`` independent batches per train worker in the
                 same calls, one after the other (rows ``[i * batch_size, (i + 1) * batch_size)`` the i-th);
                 each is drawn as one ``sample(batch_size)`` would draw it, its share of every shard included.
-            views: An on-policy buffer (cleared after the sample) with the ``all`` sampler, transitions: a
-                train worker fed by one local shard gets that shard's stored rows themselves, no copy:
-                read-only, in stored order, with ``_order`` (the shuffled draw as row indices,
-                ``batch[batch["_order"]]`` is the batch without ``views``). Otherwise ignored.
 
         Returns:
             A list with one TensorDict per train worker (``batch_size * num_batches`` rows each).
@@ -90,7 +86,7 @@ class BufferSampler:
             with shards.handles[0].lock:  # the call a handle would make, under the worker's lock
                 out = [local.sample(batch_size, num_batches)]
         else:
-            out = shards.recovering(lambda: self._sample(batch_size, num_batches, views))
+            out = shards.recovering(lambda: self._sample(batch_size, num_batches))
         self.timer.add("sample", time.perf_counter() - t0)
         return out
 
@@ -105,7 +101,7 @@ class BufferSampler:
             for w in range(table.num_train_workers)
         )
 
-    def _sample(self, batch_size: Optional[int], num_batches: int = 1, views: bool = False) -> List[TensorDict]:
+    def _sample(self, batch_size: Optional[int], num_batches: int = 1) -> List[TensorDict]:
         table = self.table()
         sizes = self.shards.sizes
         s2w = table.get_storage_to_train_workers()
@@ -131,15 +127,10 @@ class BufferSampler:
                     f"holds {sizes[s]} {self.unit}s; add more data first or ask for fewer"
                 )
         extra = (num_batches,) if num_batches > 1 else ()
-        lend = views and self.clear_after_sample and not sized and self.unit == "transition"
-        futures = []
-        for s in shards:
-            # Lent rows: a local shard serving one train worker that no other shard feeds.
-            own = len(s2w[s]) == 1 and len(table.get_storages_for_train_worker(s2w[s][0])) == 1
-            args = (num_batches, True) if lend and own and not self.shards.handles[s].is_remote else extra
-            futures.append(
-                self.shards.submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample, *args)
-            )
+        futures = [
+            self.shards.submit_data(s, "sample_parts", len(s2w[s]), shard_batch[s], self.clear_after_sample, *extra)
+            for s in shards
+        ]
         results = unpack_tensordicts(resolve(futures))
         per_worker: List[List[TensorDict]] = [[] for _ in range(table.num_train_workers)]
         for s, parts in zip(shards, results):

@@ -39,11 +39,6 @@ class RolloutBuffer(DataBuffer):
                 self.config.sampler,
             )
 
-    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1, views: bool = False) -> List[TensorDict]:
-        """Draw one batch per train worker, then clear the shards.
-
-        ``views``: each train worker fed by one local shard gets the stored rows themselves, no copy:
-        read-only (a write raises ``TypeError``), in stored order, with ``_order`` (the shuffled draw as row
-        indices: ``batch[batch["_order"]]`` is what ``views=False`` returns). Later adds never change them.
-        """
-        return super().sample(batch_size, num_batches, views)
+    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1) -> List[TensorDict]:
+        """Draw one batch per train worker, then clear the shards."""
+        return super().sample(batch_size, num_batches)

@@ -250,11 +250,10 @@ class DataBuffer:
         """Indices of remote shards whose actor is dead."""
         return self.shards.dead_shards(timeout)
 
-    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1, views: bool = False) -> List[TensorDict]:
+    def sample(self, batch_size: Optional[int] = None, num_batches: int = 1) -> List[TensorDict]:
         """Draw one batch per train worker from that worker's shards, or ``num_batches`` one after the other
-        (uniform sampler; see `BufferSampler.sample`). ``views``: an on-policy buffer's ``all`` sample is the
-        stored rows lent read-only, with ``_order`` (`BufferSampler.sample`)."""
-        return self.sampling.sample(batch_size, num_batches, views)
+        (uniform sampler; see `BufferSampler.sample`)."""
+        return self.sampling.sample(batch_size, num_batches)
 
     def can_sample(self, batch_size: int) -> bool:
         """True when every train worker's shards hold at least ``batch_size`` items together."""

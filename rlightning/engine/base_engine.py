@@ -180,36 +180,10 @@ class BaseEngine:
         self.env_steps += steps
         return {"rollout_env_steps": steps}
 
-    def _lent_rows(self) -> bool:
-        """True when the on-policy sample can be the buffer's stored rows themselves, lent read-only (no copy):
-        a learner that reads them in place (`BasePolicy.reads_lent_rows`), in this process."""
-        lend = getattr(self, "_lend", None)
-        if lend is None:
-            import inspect
-
-            from rlightning.policy.multi_agent import policy_class_for
-
-            try:
-                takes = "views" in inspect.signature(self.buffer.sample).parameters
-            except (TypeError, ValueError):  # no signature to read: a buffer of another kind
-                takes = False
-            workers = getattr(self.policy_group, "train_workers", None) or []
-            lend = bool(
-                self.on_policy
-                and takes
-                and getattr(policy_class_for(self.config), "reads_lent_rows", False)
-                and workers
-                and not any(getattr(w, "is_remote", True) for w in workers)
-            )
-            self._lend = lend
-        return lend
-
     def update_dataset(self, num_batches: int = 1) -> Dict[str, Any]:
         """Sample one batch per train worker (``num_batches`` at once: uniform sampler) and hand it over."""
         with self._phase("update_dataset"):
-            if num_batches == 1 and self._lent_rows():
-                batches = self.buffer.sample(self.config.train.batch_size, views=True)
-            elif num_batches == 1:
+            if num_batches == 1:
                 batches = self.buffer.sample(self.config.train.batch_size)
             else:
                 batches = self.buffer.sample(self.config.train.batch_size, num_batches=num_batches)

@@ -90,12 +90,6 @@ class BasePolicy:
     sample of ``k`` batches into ``k`` steps (the engine then samples and hands over an iteration's batches
     at once); False: one ``update_dataset`` and one ``train`` per gradient step."""
 
-    reads_lent_rows: ClassVar[bool] = False
-    """True when ``update_dataset`` takes an on-policy sample of the storage's rows lent in place (read-only
-    views in stored order, and ``_order``: the sampler's shuffled draw as row indices; `DataBuffer.sample`
-    ``views``) and gives exactly what the shuffled copy would: the engine then asks the buffer for views
-    (PPO). False: a copy in the sampler's order."""
-
     config_cls: ClassVar[type] = PolicyConfig
     """The config class of this policy's ``policy.type`` (a `PolicyConfig` subclass with the algorithm's
     hyperparameters); ``PolicyConfig(type=...)`` and a ``policy:`` section build it. Default: the shared one."""

@@ -444,15 +444,12 @@ class Storage:
         batch_size: Optional[int] = None,
         clear_after: bool = False,
         num_batches: int = 1,
-        views: bool = False,
     ) -> List[TensorDict]:
         """Draw ``num_parts`` batches in one gather; ``clear_after`` clears the storage afterwards (on-policy).
 
         ``num_batches``: each part holds that many independent batches (uniform sampler; `StorageReader.sample`).
-        ``views`` with ``clear_after``: the ``all`` sampler's one part is the stored rows lent read-only, no
-        copy (`StorageReader.sample_parts`); without ``clear_after`` it is ignored.
         """
-        parts = self.reader.sample_parts(num_parts, batch_size, num_batches, views=views and clear_after)
+        parts = self.reader.sample_parts(num_parts, batch_size, num_batches)
         if clear_after:
             self.clear()
         return parts

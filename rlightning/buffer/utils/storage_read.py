@@ -104,12 +104,8 @@ class StorageReader:
         self._timer.add("sample", time.perf_counter() - t0)
         return out
 
-    def can_lend(self, num_parts: int) -> bool:
-        """True when a sample of ``num_parts`` parts can be the stored rows themselves (`sample_parts` ``views``)."""
-        return num_parts == 1 and self.unit == "transition" and self.sampler.name == "all" and self.store.ring.allocated
-
     def sample_parts(
-        self, num_parts: int = 1, batch_size: Optional[int] = None, num_batches: int = 1, views: bool = False
+        self, num_parts: int = 1, batch_size: Optional[int] = None, num_batches: int = 1
     ) -> List[TensorDict]:
         """Draw ``num_parts`` batches in one gather (one per train worker this shard serves).
 
@@ -118,11 +114,6 @@ class StorageReader:
             batch_size: Items per batch (ignored by the ``all`` sampler, which splits
                 everything stored evenly over the parts).
             num_batches: Uniform sampler: each part holds this many independent batches, one after the other.
-            views: The ``all`` sampler, one part, transition unit: no gather. The batch is the stored rows
-                themselves, read-only (`rlightning.buffer.utils.read_only`) and in slot order, with
-                ``_order``: the sampler's shuffled draw as row indices (``batch[batch["_order"]]`` is the
-                copy this would be without ``views``). The caller clears the storage afterwards: later
-                writes go to other tensors while the views live (`RowRing.writable`). Otherwise ignored.
 
         Returns:
             The batches. With the prioritized sampler each carries ``_index`` (slot)
@@ -133,11 +124,6 @@ class StorageReader:
         size = self.store.size
         if not self.store.ring.allocated:
             parts = [self._empty() for _ in range(num_parts)]
-        elif views and self.can_lend(num_parts):
-            order, _ = self.sampler.sample(size, size)  # the same draw as a copy's, in slot order: slots [0, size)
-            data = self.store.ring.lend(size)
-            data["_order"] = order.to(self.device)
-            parts = [_td(data, torch.Size((size,)))]
         else:
             if self.sampler.sized:
                 if self.sampler.name == "batch" and batch_size * num_parts > size:

@@ -1,10 +1,7 @@
 """Preallocated tensor storage: rows written in place, gathered by index.
 
 `RowRing` is a dict of preallocated tensors ``[rows, ...]`` with wrap-around
-slice writes and one ``index_select`` per key for gathers. It can also lend its
-first rows as read-only views (`RowRing.lend`, an on-policy learner's batch
-without a copy); a write while lent rows are still referenced goes to a second
-set of tensors (`RowRing.writable`), so lent rows never change. On top of it:
+slice writes and one ``index_select`` per key for gathers. On top of it:
 
 - `TransitionStore`: one slot per transition, ``circular`` (overwrite the
   oldest) or ``standard`` (fill, then refuse).
@@ -22,15 +19,11 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rlightning.buffer.utils.read_only import ReadOnlyTensor, as_read_only
 from rlightning.buffer.utils.sequences import episode_windows
 
 __all__ = ["RowRing", "TransitionStore", "EpisodeStore", "as_tensor_dict", "pack_tensordicts", "unpack_tensordicts"]
 
 Spec = Dict[str, Tuple[Tuple[int, ...], torch.dtype]]
-
-#: How many tensors share a storage's memory (`RowRing.writable`).
-_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
 
 
 def as_tensor_dict(batch: Mapping) -> Dict[str, torch.Tensor]:
@@ -104,12 +97,6 @@ class RowRing:
         self.run_copy_min_bytes = 1024
         self.data: Optional[Dict[str, torch.Tensor]] = None
         self.spec: Optional[Spec] = None
-        #: True after `lend` until a write found the lent rows released (or moved to other tensors).
-        self.lent = False
-        #: Tensors of an earlier lend, kept to write into once their borrowers let them go.
-        self._spare: Optional[Dict[str, torch.Tensor]] = None
-        #: Times a write found lent rows still referenced and moved to other tensors.
-        self.moves = 0
 
     @property
     def allocated(self) -> bool:
@@ -123,47 +110,10 @@ class RowRing:
     def allocate(self, batch: Dict[str, torch.Tensor]) -> None:
         """Allocate every key's tensor from a batch's shapes and dtypes."""
         self.spec = {k: (v.shape[1:], v.dtype) for k, v in batch.items()}
-        self.lent, self._spare = False, None
         self.data = {
             k: torch.zeros((self.rows,) + shape, dtype=dtype, device=self.device)
             for k, (shape, dtype) in self.spec.items()
         }
-
-    def lend(self, n: int) -> Dict[str, ReadOnlyTensor]:
-        """Rows ``[0, n)`` as `ReadOnlyTensor` views (no copy); they never change afterwards (see `writable`)."""
-        self.lent = True
-        return {k: as_read_only(v[:n]) for k, v in self.data.items()}
-
-    @staticmethod
-    def _referenced(tensors: Dict[str, torch.Tensor]) -> bool:
-        # Tensors (views included) holding each key's memory: the ring's own, and the one untyped_storage()
-        # makes here; any more is a lent view (or something made from one without a copy) still alive.
-        if _USE_COUNT is None:  # a torch without the count: assume the borrowers still hold them
-            return True
-        return any(_USE_COUNT(t.untyped_storage()._cdata) > 2 for t in tensors.values())
-
-    def writable(self, keep: bool = False) -> None:
-        """Make the tensors safe to write: call before any write into `data`.
-
-        While rows handed out by `lend` are referenced, writes go to other tensors (the spare of an
-        earlier lend when released, else newly allocated ones): the two sets alternate, each written
-        only after its borrowers let it go. ``keep``: carry the rows over (a store that was not cleared
-        after the lend).
-        """
-        if not self.lent:
-            return
-        if self.data is None or not self._referenced(self.data):
-            self.lent = False
-            return
-        spare = self._spare
-        if spare is None or self._referenced(spare):
-            spare = {k: torch.zeros_like(v) for k, v in self.data.items()}
-        if keep:
-            for k, v in self.data.items():
-                spare[k].copy_(v)
-        self._spare, self.data = self.data, spare
-        self.lent = False
-        self.moves += 1
 
     def check(self, batch: Dict[str, torch.Tensor], source: str) -> None:
         """Raise ValueError naming ``source`` and the key when ``batch`` does not match the stored layout."""
@@ -279,7 +229,6 @@ class RowRing:
 
     def resize(self, rows: int, order: torch.Tensor) -> None:
         """Reallocate with ``rows`` rows, keeping the rows at ``order`` at the front, in that order."""
-        self.lent, self._spare = False, None  # lent rows keep the old tensors
         if self.data is not None:
             new = {}
             for k, v in self.data.items():
@@ -319,7 +268,6 @@ class TransitionStore:
         """Write ``n`` transitions (already checked); return the first slot written (they wrap around)."""
         if not self.ring.allocated:
             self.ring.allocate(batch)
-        self.ring.writable(keep=self.size > 0)
         start = 0
         if n > self.capacity:
             start, n = n - self.capacity, self.capacity
@@ -333,7 +281,6 @@ class TransitionStore:
         """Take ``n <= capacity`` slots for a caller that writes them itself; return the first (they wrap)."""
         if not self.ring.allocated:
             raise RuntimeError("TransitionStore.claim needs an allocated ring (write a first batch)")
-        self.ring.writable(keep=self.size > 0)
         pos = self.cursor
         self.cursor = (pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
@@ -420,7 +367,6 @@ class EpisodeStore:
         self._evict(self.size + count - self.capacity)
         if not self.ring.allocated:
             self.ring.allocate(batch)
-        self.ring.writable(keep=self.rows_used > 0)
         if self.rows_used + total > self.ring.rows:
             self._grow(self.rows_used + total)
         pos = self.row_head

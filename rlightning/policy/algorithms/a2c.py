@@ -45,9 +45,6 @@ class A2CPolicy(PPOPolicy):
     config_cls = A2CConfig
     """The config class of ``policy.type: a2c``."""
 
-    reads_lent_rows = False
-    """One step on the whole batch: its sums run in the sampler's shuffled order, so it takes a copy."""
-
     def loss(self, ds: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """A2C's loss terms on a batch: ``loss``, ``policy_loss``, ``value_loss``, ``entropy``."""
         cfg = self.config

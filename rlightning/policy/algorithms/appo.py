@@ -132,9 +132,6 @@ class IMPALAPolicy(PPOPolicy):
     #: The asyncrl engine may train it from a rollout buffer filled by actors on stale weights.
     corrects_policy_lag = True
 
-    #: Sequences in the sampler's order: a copy (episode slots are never lent anyway).
-    reads_lent_rows = False
-
     algo_name = "impala"
 
     @classmethod

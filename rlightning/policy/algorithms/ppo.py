@@ -103,10 +103,6 @@ class PPOPolicy(BasePolicy):
 
     REQUIRED_KEYS = ("obs", "log_prob", "value", "advantage", "return")
 
-    reads_lent_rows = True
-    """`update_dataset` reads a sample of stored rows lent in place (with ``_order``) without writing into
-    them, and trains on exactly the rows a shuffled copy would give."""
-
     @classmethod
     def buffer_postprocess_fn(cls, policy_cfg: PPOConfig) -> Optional[Callable]:
         """The GAE postprocess (``advantage`` and ``return``) with the config's gamma and lambda."""
@@ -389,13 +385,9 @@ class PPOPolicy(BasePolicy):
             raise TypeError(f"ppo.update_dataset needs a TensorDict, got {type(data).__name__}")
         if self.env_meta is None:
             raise RuntimeError("ppo.update_dataset called before construct_network(env_meta)")
-        order = data.get("_order") if "_order" in data.keys() else None
-        if order is not None and self.core is not None:  # sequences are cut in the sampler's order
-            data, order = data[order], None
         data = nest_dotted_keys(data)  # dict observations sampled as "obs.<key>" columns
         keys = set(data.keys())
         act_key = "raw_action" if self.kind == "continuous" and "raw_action" in keys else "action"
-        self.dataset_order = None
         if self.core is not None:
             from rlightning.policy.algorithms.recurrent_ppo import sequence_dataset
 
@@ -413,24 +405,12 @@ class PPOPolicy(BasePolicy):
         if n < minibatches:
             raise ValueError(f"ppo.update_dataset got {n} transitions, fewer than num_minibatches={minibatches}")
         flat = data.reshape(-1) if len(data.batch_size) > 1 else data
-        # Lent rows (read-only views of the storage) are read as plain tensors: nothing below writes into
-        # them (the minibatches gather, advantages are normalised into new tensors).
-        ds = {k: _plain(flat.get(k)).to(self.device) for k in (*self.REQUIRED_KEYS, act_key)}
+        ds = {k: flat.get(k).to(self.device) for k in (*self.REQUIRED_KEYS, act_key)}
         for k in ("log_prob", "value", "advantage", "return"):
             ds[k] = ds[k].reshape(n).float()
         action = ds.pop(act_key)
         ds["action"] = self.head.from_record(action, n)
         self.dataset = ds
-        if order is not None:
-            # Rows in stored order: minibatch rows are looked up through the sampler's shuffled draw, so
-            # training sees exactly the rows (and in the same order) of a shuffled copy.
-            order = _plain(order).reshape(-1)
-            if order.numel() != n or int(order.max()) >= n or int(order.min()) < 0:
-                raise ValueError(
-                    f"ppo.update_dataset: '_order' must index the {n} rows it came with (the sampler's draw over a "
-                    "whole sample of lent rows); to pass part of one, pass batch[batch['_order']] or drop '_order'"
-                )
-            self.dataset_order = order.to(self.device)
 
     def _anneal_frac(self, option: str) -> float:
         """The linear schedule's factor for this ``train()`` call: 1 at the run's start, 0 at its end
@@ -481,14 +461,11 @@ class PPOPolicy(BasePolicy):
         self.clip_range = self._current_clip()  # read by the minibatch losses (recurrent ones too)
         params = self.get_trainable_parameters()
         n = ds["obs"].shape[0]  # transitions, or sequences with a recurrent core
-        order = getattr(self, "dataset_order", None)
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
         steps = 0
         for _ in range(cfg.update_epochs):
             epoch_kl, epoch_steps = 0.0, 0
             for idx in torch.randperm(n, device=self.device).tensor_split(cfg.num_minibatches):
-                if order is not None:
-                    idx = order.index_select(0, idx)
                 stats = self._minibatch_update(ds, idx, opt, params)
                 for k in sums:
                     sums[k] += stats[k]
@@ -504,9 +481,7 @@ class PPOPolicy(BasePolicy):
         self.update_count += steps
         self.train_calls += 1
         metrics = {k: v / steps for k, v in sums.items()}
-        if seen is None and order is not None:  # in the shuffled order, as a copy would sum them
-            metrics["explained_variance"] = _explained_variance(ds["value"][order], ds["return"][order])
-        elif seen is None:
+        if seen is None:
             metrics["explained_variance"] = _explained_variance(ds["value"], ds["return"])
         else:
             metrics["explained_variance"] = _explained_variance(ds["value"][seen], ds["return"][seen])
@@ -563,16 +538,6 @@ class PPOPolicy(BasePolicy):
         self.total_iterations = total or self.total_iterations
         steps = int(extra.get("total_env_steps", 0) or 0)
         self.total_env_steps = steps or self.total_env_steps
-
-
-def _plain(value: Any) -> Any:
-    """A tensor (or a TensorDict's leaves) as plain ``torch.Tensor``: a read-only view of lent rows without the
-    per-operation check (no copy)."""
-    if isinstance(value, torch.Tensor):
-        return value if type(value) is torch.Tensor else value.as_subclass(torch.Tensor)
-    if hasattr(value, "apply"):
-        return value.apply(_plain)
-    return value
 
 
 def _explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
