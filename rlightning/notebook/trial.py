@@ -153,6 +153,7 @@ def run_trial(
     stop_value: int,
     live: Dict[str, str],
     checkpoint_every: int,
+    folder: str,
 ) -> None:
     """The function trainable: build the run of ``base`` with ``params``, step it to the stop counter.
 
@@ -163,6 +164,7 @@ def run_trial(
         stop_value: Its value at the end.
         live: Dotted path -> ``run.set`` name, for the values PBT perturbs on a restored run.
         checkpoint_every: Report a checkpoint every this many iterations (and at the end).
+        folder: The sweep's folder; the run writes in its trial's folder there.
     """
     import queue
     import shutil
@@ -178,7 +180,9 @@ def run_trial(
     ctx = tune.get_context()
     trial_id = ctx.get_trial_id()
     cfg = config_for(config_from_dict(base, source="sweep base config"), params)
-    cfg.log.run_dir = str(Path(ctx.get_trial_dir()))
+    # The trial's folder in the sweep's: Tune names a reused trial actor's working directory (elsewhere)
+    # as its trial dir, with the trial folder's name.
+    cfg.log.run_dir = str(Path(folder) / Path(ctx.get_trial_dir()).name)
     cfg.log.name = trial_id  # the run's folder in the trial's, and its name in MLflow / W&B
     cfg.log.progress = False
     run = Run(trial_id, cfg, build_run(cfg))

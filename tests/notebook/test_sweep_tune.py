@@ -160,8 +160,9 @@ with _loopback_allowed("127.0.0.1"):  # join the test's loopback-only runtime at
     ray.init(address=sys.argv[1], _node_ip_address="127.0.0.1", log_to_driver=False)
 from rlightning.notebook.sweep import start_sweep
 from tests.support.configs import small_ppo
-cfg = small_ppo(sys.argv[2], False, "env.num_workers=1", "env.num_envs=2", "train.rollout_steps=16")
-exp = start_sweep(cfg, {"policy.optim.lr": [1e-3, 3e-3]}, stop={"iterations": 2}, max_concurrent=1, name="killed")
+from tests.notebook.test_sweep_tune import killed_sweep
+cfg, space = killed_sweep(sys.argv[2])
+exp = start_sweep(cfg, space, stop={"iterations": 2}, max_concurrent=1, name="killed")
 deadline = time.monotonic() + 600
 while time.monotonic() < deadline:  # Tune's saved state says the first trial finished: die mid-sweep
     states = [p.read_text() for p in exp.path.glob("experiment_state-*.json")]
@@ -171,6 +172,13 @@ while time.monotonic() < deadline:  # Tune's saved state says the first trial fi
     time.sleep(0.2)
 sys.exit("the first trial never finished")
 """
+
+
+def killed_sweep(folder):
+    """The killed sweep's config and space: its second trial hangs in its second iteration, the first time
+    only (so the driver dies with it running; the resumed sweep runs it through)."""
+    cfg = small_ppo(folder, False, "env.num_workers=1", "env.num_envs=2", "train.rollout_steps=16", f"env.name={FLAKY}")
+    return cfg, {"env.env_kwargs": [{}, {"hang_at": 20, "log_path": str(Path(folder) / "hang.log")}]}
 
 
 def test_a_killed_sweep_resumes_without_running_finished_trials(lab, ray_runtime, tmp_path):
@@ -193,8 +201,9 @@ def test_a_killed_sweep_resumes_without_running_finished_trials(lab, ray_runtime
     (finished,) = folder.glob(f"*/{done}/metrics.jsonl")
     assert len(finished.read_text().splitlines()) == 2
     before = finished.read_bytes()  # (Tune may still copy the killed trial's files over: same bytes)
-    cfg = small_ppo(tmp_path, False, "env.num_workers=1", "env.num_envs=2", "train.rollout_steps=16")
-    exp = lab.sweep(cfg, {"policy.optim.lr": [1e-3, 3e-3]}, stop={"iterations": 2}, name="killed", resume=True)
+    assert (tmp_path / "hang.log.hang").exists()  # the second trial hung: it ran when the driver died
+    cfg, space = killed_sweep(tmp_path)
+    exp = lab.sweep(cfg, space, stop={"iterations": 2}, name="killed", resume=True)
     df = exp.wait(timeout=600).results_df()
     assert sorted(df["status"]) == ["TERMINATED", "TERMINATED"] and set(df["iterations"]) == {2}, df
     assert finished.read_bytes() == before and len(finished.read_text().splitlines()) == 2  # not run again
