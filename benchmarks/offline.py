@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / ".bench" / "data" / "offline"
 D3RLPY = ROOT / ".bench" / "venvs" / "d3rlpy" / "bin" / "python"
-DATASETS = ("pendulum_medium", "pendulum_medium_replay")
+DATASETS = ("pendulum_medium", "pendulum_medium_replay", "halfcheetah_medium")
 ALGOS = {
     # CORL's learning rates (BC 3e-4; IQL 3e-4 both; CQL actor 3e-5, critics 3e-4)
     "bc": {"lr": 3e-4},
@@ -78,6 +78,42 @@ def prepare() -> None:
               f"random {info.ref_min_score:.1f}, expert {info.ref_max_score:.1f}")  # fmt: skip
 
 
+# D4RL's reference returns for HalfCheetah (random, expert), which Minari's mujoco/halfcheetah datasets record too
+HALFCHEETAH_REFS = (-280.178953, 12135.0)
+
+
+def prepare_mujoco(env_steps: int) -> None:
+    """``halfcheetah_medium``: Minari's mujoco/halfcheetah/medium-v0 cannot be downloaded here (the network reaches
+    the package registries only), so an equivalent is collected: SAC (``pendulum_sac``'s settings on
+    HalfCheetah-v5, 64x64 networks) trained for ``env_steps`` env steps, then 10 episodes (10,000 steps) of its
+    sampled actions, with D4RL's reference returns."""
+    from rlightning.datasets.collect import collect_dataset
+    from rlightning.policy.standalone import load_policy
+    from rlightning.utils.builders import build_run
+    from rlightning.utils.config import apply_overrides, load_preset
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    iterations = env_steps // 64  # 4 envs x 16 rollout steps per iteration
+    cfg = apply_overrides(
+        load_preset("pendulum_sac"),
+        ["env.name=HalfCheetah-v5", f"train.iterations={iterations}", "train.learning_starts=1000",
+         "train.target_return=null", "log.progress=false", f"log.run_dir={DATA}/runs"],
+    )  # fmt: skip
+    parts = build_run(cfg)
+    try:
+        parts.engine.run()
+        ckpt = parts.engine.save()
+    finally:
+        parts.engine.close()
+    info = collect_dataset(
+        load_policy(ckpt), cfg, DATA / "halfcheetah_medium", episodes=10, ref_min_score=HALFCHEETAH_REFS[0],
+        ref_max_score=HALFCHEETAH_REFS[1], overwrite=True,
+        description=f"SAC on HalfCheetah-v5 after {iterations * 64} env steps, sampled actions (medium)",
+    )  # fmt: skip
+    print(f"halfcheetah_medium: {info.total_episodes} episodes, {info.total_steps} steps, mean return "
+          f"{info.return_mean:.1f}, normalised {info.normalized_score(info.return_mean):.1f}")  # fmt: skip
+
+
 def ours(algo: str, seed: int, dataset: Path, steps: int, hidden: list) -> dict:
     import torch
 
@@ -101,7 +137,7 @@ def ours(algo: str, seed: int, dataset: Path, steps: int, hidden: list) -> dict:
         {
             "engine": "offline",
             "seed": seed,
-            "env": {"name": "Pendulum-v1", "num_envs": 5},
+            "env": {"name": datasets.info(dataset).env_id, "num_envs": 5},
             "policy": policy,
             "buffer": {"type": "replay", "capacity": max(len(view), 1000)},
             "train": {"dataset": str(dataset), "iterations": steps // updates, "updates_per_iteration": updates,
@@ -193,6 +229,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("prepare")
+    p = sub.add_parser("prepare_mujoco", help="halfcheetah_medium: SAC on HalfCheetah-v5, then its episodes")
+    p.add_argument("--env-steps", type=int, default=30_000)
     p = sub.add_parser("run")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--seeds", type=int, default=3)
@@ -206,6 +244,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.cmd == "prepare":
         prepare()
+    elif args.cmd == "prepare_mujoco":
+        prepare_mujoco(args.env_steps)
     elif args.cmd == "run":
         raw = run(args.steps, args.seeds, [int(h) for h in args.hidden.split(",")], args.algos.split(","),
                   args.datasets.split(","), Path(args.log))  # fmt: skip
