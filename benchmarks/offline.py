@@ -1,13 +1,18 @@
 """Offline RL beside d3rlpy: BC, CQL and IQL on the same locally collected datasets, 3 seeds each.
 
-    python benchmarks/offline.py prepare                  # the datasets, once (under .bench/data/offline/)
+    python benchmarks/offline.py prepare                  # the Pendulum datasets, once (under .bench/data/offline/)
+    python benchmarks/offline.py prepare_mujoco           # halfcheetah_medium (needs rlightning[mujoco]), once
     python benchmarks/offline.py run --steps 2000         # both libraries, every algorithm and seed; saves results
     python benchmarks/offline.py report runs.jsonl        # the table of runs recorded (run --log) in one or more calls
 
 ``prepare`` trains SAC on Pendulum (the ``pendulum_sac`` preset, seed 1) for 60 iterations (3,840 env steps),
 writes its replay buffer as ``pendulum_medium_replay`` and collects ``pendulum_medium`` (20 episodes of that
 policy's sampled actions); the expert reference is its deterministic return, the random one a random
-policy's. The datasets stay out of git (``.bench/``). ``run`` trains every algorithm on every dataset with
+policy's. ``prepare_mujoco`` stands in for Minari's ``mujoco/halfcheetah/medium-v0``, which cannot be downloaded
+here: SAC on HalfCheetah-v5 for 30,000 env steps, then 10 episodes of its sampled actions as
+``halfcheetah_medium``, scored on D4RL's HalfCheetah references (random -280.2, expert 12,135). The datasets stay
+out of git (``.bench/``); d3rlpy's venv needs ``mujoco==4.0.0`` for the HalfCheetah evaluation.
+``run`` trains every algorithm on every dataset with
 both libraries, with the same hyperparameters (CORL's, with the networks and step counts given: 64x64 and
 2,000 gradient steps by default, for the time a shared CPU has) and reports, as ratios of rlightning to d3rlpy:
 
