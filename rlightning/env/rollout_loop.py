@@ -95,25 +95,33 @@ def run_rollout(
         for i in ids:
             times.inference_of[i] += spent * rows[i] / total
 
+    current = streams.current
+    now = [clock()]  # the clock at the end of the last timed part: every part is timed from there
+
     def submit(ids: List[str], first: bool = False) -> None:
         if not ids or (not first and stop is not None and stop.is_set()):
             return
-        t0 = clock()
-        outs = actor.act(ids, [streams.current(i) for i in ids])
+        one = len(ids) == 1  # one stream (an env worker's own rollout): the per-step path, kept short
+        outs = actor.act(ids, [current(ids[0])] if one else [current(i) for i in ids])
         t1 = clock()
-        share(ids, t1 - t0)
+        if one:
+            times.inference += t1 - now[0]
+            times.inference_of[ids[0]] += t1 - now[0]
+        else:
+            share(ids, t1 - now[0])
         streams.submit(ids, outs)
-        times.env_step += clock() - t1
+        now[0] = t2 = clock()
+        times.env_step += t2 - t1
         sent.update(zip(ids, outs))
 
     ok = False
     try:
         submit(order, first=True)  # a stop asked for before the rollout still lets every stream take one step
         while sent:
-            t0 = clock()
             answered, restarted = streams.wait(1 if in_flight else len(sent))
             t1 = clock()
-            times.env_step += t1 - t0
+            times.env_step += t1 - now[0]
+            now[0] = t1
             items = []
             again = []
             for i, nxt in answered:
@@ -124,12 +132,14 @@ def run_rollout(
                 steps[i] += 1
                 if steps[i] < num_steps:
                     again.append(i)
-            again = [i for i in order if i in set(again)]  # worker order: a seeded run acts in the same order
+            if again != order:  # worker order: a seeded run acts in the same order
+                again = [i for i in order if i in set(again)]
             if in_flight:
                 submit(again)
-            t1 = clock()
             sink.write(items, restarted)
-            times.write += clock() - t1
+            t1 = clock()
+            times.write += t1 - now[0]
+            now[0] = t1
             if not in_flight:
                 submit(again)
         ok = True
@@ -184,16 +194,20 @@ class CopyActor:
         try:
             if not self.fast:
                 return [policy.rollout_batch([ret])[0].to_dict() for ret in rets]
-            obs, sizes = _joined([ret.observation for ret in rets], [self.rows[i] for i in ids])
+            if len(rets) == 1:  # one stream (an env worker's own rollout): no concatenation, no split
+                obs, sizes = rets[0].observation, None
+            else:
+                obs, sizes = np.concatenate([ret.observation for ret in rets], axis=0), [self.rows[i] for i in ids]
             if self.defer:
                 out = policy.compute_actions(obs, deterministic=policy.deterministic, with_value=False)
             else:
                 out = policy.compute_actions(obs, deterministic=policy.deterministic)
-            self.count(sum(sizes))
+            if self._count is not None:
+                self._count(self.rows[ids[0]] if sizes is None else sum(sizes))
         except Exception as err:  # noqa: BLE001 - the policy's failure is the caller's: never a restart
             caller_error(err)
             raise
-        return _split(out, sizes)
+        return [out] if sizes is None else _split(out, sizes)
 
     def values(self, ids: Sequence[str], rets: Sequence[Any]) -> List[Any]:
         policy = self.policy

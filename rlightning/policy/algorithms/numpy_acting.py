@@ -169,7 +169,8 @@ def act_categorical_np(
     logits = mlp_numpy(actor, features)
     if logits is None:
         return None
-    logits = mask_logits_np(logits, mask)
+    if mask is not None:
+        logits = mask_logits_np(logits, mask)
     # The draw and the mode need no normalisation; the log-probability only the chosen entry's.
     if deterministic:
         sample = logits.argmax(axis=-1).astype(np.int64, copy=False)

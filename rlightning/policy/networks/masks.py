@@ -36,7 +36,7 @@ def action_mask(obs: Any, device: Any = None) -> Optional[torch.Tensor]:
 
 def action_mask_np(obs: Any) -> Optional[np.ndarray]:
     """`action_mask` as a numpy bool array ``[B, n]``, for acting in numpy (None without one, or for tensors)."""
-    if not isinstance(obs, Mapping) or ACTION_MASK not in obs:
+    if type(obs) is np.ndarray or not isinstance(obs, Mapping) or ACTION_MASK not in obs:  # arrays: per step, fast
         return None
     mask = obs[ACTION_MASK]
     if isinstance(mask, torch.Tensor):
