@@ -94,7 +94,7 @@ def test_cql_pushes_down_the_q_values_of_actions_outside_the_data():
     data["action"] = torch.full((64, 1), 1.5)  # the data only ever takes one action
     policy, _ = built("cql", BOX, cql_alpha=5.0, cql_n_actions=4, q_lr=3e-3)
     policy.update_dataset(data)
-    for _ in range(40):
+    for _ in range(25):
         metrics = policy.train()
     x = policy.encoder(policy.dataset["obs"])
     q_data = policy.modules["qf"](x, policy.dataset["action"]).mean().item()
@@ -160,7 +160,7 @@ def test_discrete_iql_prefers_the_better_action_of_an_evenly_split_dataset():
     )  # fmt: skip
     policy, _ = built("discrete_iql", DISCRETE, expectile=0.9, tau=0.05, q_lr=3e-3, optim={"lr": 3e-3})
     policy.update_dataset(data)
-    for _ in range(150):
+    for _ in range(100):
         metrics = policy.train()
     with torch.no_grad():
         x = policy.encoder(obs)
