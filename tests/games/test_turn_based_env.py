@@ -35,7 +35,7 @@ def _play(env, steps, seed=0):
 
 def test_one_active_seat_per_game_and_seats_alternate():
     env = TurnBasedEnv(EnvConfig(name=TTT, backend="pettingzoo_aec", num_envs=4))
-    rets = _play(env, 60)
+    rets = _play(env, 40)
     seats = np.stack([r.info["learner_seat"] for r in rets])
     assert seats[0].tolist() == [0, 1, 0, 1]  # sub-env j starts in seat j % 2
     for ret in rets:
@@ -56,7 +56,7 @@ def test_one_active_seat_per_game_and_seats_alternate():
 
 def test_game_end_rewards_go_to_the_learners_last_step():
     env = TurnBasedEnv(EnvConfig(name=TTT, backend="pettingzoo_aec", num_envs=8, env_kwargs={"opponent": "scripted"}))
-    rets = _play(env, 40)
+    rets = _play(env, 24)
     finals = 0
     for prev, ret in zip(rets, rets[1:]):
         for k, a in enumerate(env.agent_ids):
@@ -111,25 +111,26 @@ def test_scripted_opponent_wins_and_blocks():
 
 def test_a_match_asks_the_player_only_where_its_seat_is_to_move():
     """play_match side by side: a game that ended restarts on the next step (its row has no legal move), and the
-    player is not asked there; win-or-block play (which has no move on an empty mask) plays 100 games per seat."""
+    player is not asked there (win-or-block play, which has no move on an empty mask, raised); results are counted
+    from the player's side in each seat."""
     env = EnvConfig(name=TTT, backend="pettingzoo_aec")
 
-    class Counting(ScriptedOpponent):
+    class Checked(RandomOpponent):
         asked = 0
 
         def act(self, obs, seat=None):
             assert np.asarray(obs["action_mask"]).any(1).all(), "asked to move in a finished game"
-            Counting.asked += len(obs["action_mask"])
+            Checked.asked += len(obs["action_mask"])
             return super().act(obs, seat)
 
-    player = Counting(TTT, np.random.default_rng(0))
-    first = play_match(env, player, RandomOpponent(np.random.default_rng(1)), 100, "player_1", seed=1)
-    second = play_match(env, player, RandomOpponent(np.random.default_rng(2)), 100, "player_2", seed=2)
-    assert first.games == second.games == 100
-    # from each seat's side: win-or-block beats random play, the first mover more often (0.92 / 0.79 over 400)
-    assert first.rates()["win"] >= 0.8 and second.rates()["win"] >= 0.6
-    assert first.rates()["loss"] <= 0.1 and second.rates()["loss"] <= 0.15
-    assert Counting.asked >= 100 * 3 + 100 * 2  # at least three moves per first-seat game, two per second-seat one
+    player = Checked(np.random.default_rng(0))
+    first = play_match(env, player, RandomOpponent(), 64, "player_1", seed=10)  # the env's seed draws its moves
+    second = play_match(env, player, RandomOpponent(), 64, "player_2", seed=20)
+    assert first.games == second.games == 64 and Checked.asked >= 64 * 3 + 64 * 2  # >= 3 and 2 moves a game
+    # random against random: the first mover wins 58.5% and loses 28.8% (exact), the second the reverse
+    assert first["win"] > first["loss"] and second["loss"] > second["win"]
+    scripted = play_match(env, ScriptedOpponent(TTT, np.random.default_rng(3)), RandomOpponent(), 16, "player_2")
+    assert scripted.games == 16
 
 
 def test_random_opponent_plays_only_legal_moves():
@@ -147,7 +148,7 @@ def test_openspiel_connect_four_through_shimmy():
     meta = env.get_metadata()
     assert list(meta.action_space.spaces) == ["player_0", "player_1"]
     assert meta.observation_space["player_0"]["action_mask"].shape == (7,)
-    rets = _play(env, 80)
+    rets = _play(env, 40)
     done = sum(int(r.last_terminated["player_0"].sum() + r.last_terminated["player_1"].sum()) for r in rets)
     assert done >= 2 * 2  # every row is done at least once per game: both seats' flags
     env.close()
