@@ -168,7 +168,7 @@ def theirs(algo: str, seed: int, dataset: Path, steps: int, hidden: list) -> dic
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(steps: int, seeds: int, hidden: list, algos: list, names: list, log: Path) -> list:
+def run(steps: int, seeds: int, hidden: list, algos: list, names: list, log: Path, seed_from: int = 0) -> list:
     """Every run of both libraries; each result is also appended to ``log`` as a JSON line (a crash keeps them)."""
     from rlightning import datasets
 
@@ -176,7 +176,7 @@ def run(steps: int, seeds: int, hidden: list, algos: list, names: list, log: Pat
     for name in names:
         info = datasets.info(DATA / name)
         for algo in algos:
-            for seed in range(seeds):
+            for seed in range(seed_from, seed_from + seeds):
                 for lib, fn in (("rlightning", ours), ("d3rlpy", theirs)):
                     r = fn(algo, seed, DATA / name, steps, hidden)
                     r["score"] = float(info.normalized_score(r["return_mean"]))
@@ -239,6 +239,7 @@ def main() -> None:
     p = sub.add_parser("run")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed-from", type=int, default=0, help="the first seed (to add seeds to a log)")
     p.add_argument("--hidden", default="64,64")
     p.add_argument("--algos", default="bc,cql,iql")
     p.add_argument("--datasets", default=",".join(DATASETS))
@@ -253,7 +254,7 @@ def main() -> None:
         prepare_mujoco(args.env_steps)
     elif args.cmd == "run":
         raw = run(args.steps, args.seeds, [int(h) for h in args.hidden.split(",")], args.algos.split(","),
-                  args.datasets.split(","), Path(args.log))  # fmt: skip
+                  args.datasets.split(","), Path(args.log), args.seed_from)  # fmt: skip
         report(raw)
     else:
         report([json.loads(line) for line in Path(args.log).read_text().splitlines() if line.strip()], args.note)
