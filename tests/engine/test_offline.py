@@ -118,5 +118,9 @@ def test_bad_offline_configs_are_refused_by_name(cartpole_expert_dataset, pendul
             ConfigError, match=f"policy '{algo}' supports continuous actions, but env 'CartPole-v1' has a discrete"
         ):
             build_run(cfg)
-    with pytest.raises(ConfigError, match="discrete_cql learns offline.*target_update_interval"):
-        offline_config(cartpole_expert_dataset, {"type": "discrete_cql", "target_update_interval": 10})
+    for algo in ("discrete_cql", "discrete_iql"):  # discrete-action algorithms, a continuous dataset and env
+        cfg = offline_config(pendulum_random_dataset, {"type": algo}, env="Pendulum-v1", run_dir=tmp_path)
+        with pytest.raises(ConfigError, match=f"policy '{algo}' supports discrete actions, but env 'Pendulum-v1'"):
+            build_run(cfg)
+        with pytest.raises(ConfigError, match=f"{algo} learns offline.*target_update_interval"):
+            offline_config(cartpole_expert_dataset, {"type": algo, "target_update_interval": 10})
