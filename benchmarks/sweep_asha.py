@@ -6,12 +6,14 @@ the worse trials at its rungs. The issue's goal: ASHA's best metric within 5% of
 0.4x the grid's env steps. The metric is each trial's ``episode_return_mean`` at its last iteration.
 
     python benchmarks/sweep_asha.py --trials 8 --iterations 40
+    python benchmarks/sweep_asha.py --trials 8 --iterations 40 --grace 10 --concurrent 2 --shuffle 0
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -25,13 +27,10 @@ from benchmarks.sweep_overhead import config  # noqa: E402 - the same small Cart
 from rlightning.notebook import Lab  # noqa: E402
 
 
-def one(lab: Lab, cfg, lrs, asha: bool, iterations: int, name: str) -> dict:
-    options = {}
+def one(lab: Lab, cfg, lrs, asha: bool, iterations: int, name: str, grace: int, concurrent=None) -> dict:
+    options = {"max_concurrent": concurrent}
     if asha:
-        options = {
-            "scheduler": "asha",
-            "scheduler_options": {"grace_period": max(1, iterations // 8), "reduction_factor": 2},
-        }
+        options.update(scheduler="asha", scheduler_options={"grace_period": grace, "reduction_factor": 2})
     t0 = time.perf_counter()
     exp = lab.sweep(cfg, {"policy.optim.lr": list(lrs)}, stop={"iterations": iterations}, name=name, **options)
     df = exp.wait().results_df()
@@ -51,16 +50,23 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--cpus", type=int, default=4, help="logical CPUs of the local runtime")
+    parser.add_argument("--grace", type=int, help="ASHA's grace period in iterations (default: an eighth)")
+    parser.add_argument("--concurrent", type=int, help="ASHA's trials at a time (default: as many as fit)")
+    parser.add_argument("--shuffle", type=int, help="run the lrs in an order shuffled with this seed (default: rising)")
     args = parser.parse_args()
     lrs = np.geomspace(1e-4, 3e-2, args.trials).round(6)
+    if args.shuffle is not None:
+        lrs = np.random.default_rng(args.shuffle).permutation(lrs)
+    grace = args.grace or max(1, args.iterations // 8)
     lab = Lab.local(num_cpus=args.cpus, log_to_driver=False)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config(tmp, args.iterations)
         cfg.cluster.remote_env = False  # one process per trial: the grid and ASHA pack the same way
-        grid = one(lab, cfg, lrs, False, args.iterations, "grid")
-        asha = one(lab, cfg, lrs, True, args.iterations, "asha")
+        grid = one(lab, cfg, lrs, False, args.iterations, "grid", grace)
+        asha = one(lab, cfg, lrs, True, args.iterations, "asha", grace, args.concurrent)
     lab.shutdown()
     data = {"trials": args.trials, "iterations": args.iterations, "lrs": list(map(float, lrs)), "grid": grid}
+    data.update(grace=grace, concurrent=args.concurrent, load_average_1_5_15=os.getloadavg())
     data["asha"] = asha
     print(json.dumps(data))
     ratio_best, ratio_steps = asha["best"] / grid["best"], asha["env_steps"] / grid["env_steps"]
