@@ -5,8 +5,13 @@ budget, and once under ASHA (``grace_period`` an eighth of the budget, ``reducti
 the worse trials at its rungs. The issue's goal: ASHA's best metric within 5% of the grid's, with at most
 0.4x the grid's env steps. The metric is each trial's ``episode_return_mean`` at its last iteration.
 
-    python benchmarks/sweep_asha.py --trials 8 --iterations 40
-    python benchmarks/sweep_asha.py --trials 8 --iterations 40 --grace 10 --concurrent 2 --shuffle 0
+    python benchmarks/sweep_asha.py --trials 27 --iterations 135 --grace 15 --rf 3 --low 1e-5 --high 3e-2 \
+        --shuffle 0 --concurrent 4
+
+That is successive halving's classic shape (27 trials, reduction factor 3, rungs at 15, 45 and 135 iterations).
+The grace period must be where the metric already ranks the trials: CartPole's returns do after 15 iterations
+(3,840 env steps), not after 5 (every learning rate 20 to 42), so rungs at 5 and 15 stop the best trial early.
+The grid's per-iteration curves are saved beside the figures (``data.grid.curves``) to show that ranking.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ from benchmarks.sweep_overhead import config  # noqa: E402 - the same small Cart
 from rlightning.notebook import Lab  # noqa: E402
 
 
-def one(lab: Lab, cfg, lrs, asha: bool, iterations: int, name: str, grace: int, concurrent=None) -> dict:
+def one(lab: Lab, cfg, lrs, asha: bool, iterations: int, name: str, grace: int, concurrent=None, rf=2) -> dict:
     options = {"max_concurrent": concurrent}
     if asha:
-        options.update(scheduler="asha", scheduler_options={"grace_period": grace, "reduction_factor": 2})
+        options.update(scheduler="asha", scheduler_options={"grace_period": grace, "reduction_factor": rf})
     t0 = time.perf_counter()
     exp = lab.sweep(cfg, {"policy.optim.lr": list(lrs)}, stop={"iterations": iterations}, name=name, **options)
     df = exp.wait().results_df()
@@ -42,6 +47,11 @@ def one(lab: Lab, cfg, lrs, asha: bool, iterations: int, name: str, grace: int, 
         "env_steps": int(df["env_steps"].sum()),
         "stopped_early": int((df["iterations"] < iterations).sum()),
         "trials": df[["policy.optim.lr", "iterations", "env_steps", "last"]].to_dict("records"),
+        "curves": {
+            str(exp.trials()[t]["params"]["policy.optim.lr"]): [float(v) for v in c["episode_return_mean"]]
+            for t, c in exp.curves().items()
+            if "episode_return_mean" in c
+        },
     }
 
 
@@ -52,9 +62,12 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=4, help="logical CPUs of the local runtime")
     parser.add_argument("--grace", type=int, help="ASHA's grace period in iterations (default: an eighth)")
     parser.add_argument("--concurrent", type=int, help="ASHA's trials at a time (default: as many as fit)")
+    parser.add_argument("--rf", type=int, default=2, help="ASHA's reduction factor")
+    parser.add_argument("--low", type=float, default=1e-4, help="the smallest learning rate")
+    parser.add_argument("--high", type=float, default=3e-2, help="the largest learning rate")
     parser.add_argument("--shuffle", type=int, help="run the lrs in an order shuffled with this seed (default: rising)")
     args = parser.parse_args()
-    lrs = np.geomspace(1e-4, 3e-2, args.trials).round(6)
+    lrs = np.geomspace(args.low, args.high, args.trials).round(7)
     if args.shuffle is not None:
         lrs = np.random.default_rng(args.shuffle).permutation(lrs)
     grace = args.grace or max(1, args.iterations // 8)
@@ -63,10 +76,10 @@ def main() -> None:
         cfg = config(tmp, args.iterations)
         cfg.cluster.remote_env = False  # one process per trial: the grid and ASHA pack the same way
         grid = one(lab, cfg, lrs, False, args.iterations, "grid", grace)
-        asha = one(lab, cfg, lrs, True, args.iterations, "asha", grace, args.concurrent)
+        asha = one(lab, cfg, lrs, True, args.iterations, "asha", grace, args.concurrent, args.rf)
     lab.shutdown()
     data = {"trials": args.trials, "iterations": args.iterations, "lrs": list(map(float, lrs)), "grid": grid}
-    data.update(grace=grace, concurrent=args.concurrent, load_average_1_5_15=os.getloadavg())
+    data.update(grace=grace, rf=args.rf, concurrent=args.concurrent, load_average_1_5_15=os.getloadavg())
     data["asha"] = asha
     print(json.dumps(data))
     ratio_best, ratio_steps = asha["best"] / grid["best"], asha["env_steps"] / grid["env_steps"]
