@@ -24,8 +24,12 @@ PEERS: Dict[str, tuple] = {
     "rllib": (["ray[rllib]==2.60.0"], ["ray", "torch", "gymnasium", "numpy"]),
     "torchrl": (["torchrl==0.14.*", "tensordict<0.15", "gymnasium"], ["torchrl", "tensordict", "torch", "gymnasium"]),
     "sb3": (["stable-baselines3==2.9.*", "gymnasium[box2d]"], ["stable_baselines3", "torch", "gymnasium", "numpy"]),
-    # rl-baselines3-zoo: its Optuna hyperparameter optimisation of SB3 (the sweep anchor, benchmarks/sweep_anchor.py).
-    "zoo": (["rl_zoo3==2.9.*", "stable-baselines3==2.9.*"], ["rl_zoo3", "stable_baselines3", "optuna", "torch"]),
+    # rl-baselines3-zoo: its Optuna hyperparameter optimisation of SB3 (the sweep anchor, benchmarks/sweep_anchor.py;
+    # the zoo writes its study with Optuna's trials_dataframe, which needs pandas).
+    "zoo": (
+        ["rl_zoo3==2.9.*", "stable-baselines3==2.9.*", "pandas==3.*"],
+        ["rl_zoo3", "stable_baselines3", "optuna", "torch"],
+    ),
     # d3rlpy: the offline algorithms' peer (benchmarks/offline.py; Minari's arrow reader needs Pillow).
     "d3rlpy": (["d3rlpy==2.8.1", "minari[arrow]==0.5.4", "pillow==13.0.0"], ["d3rlpy", "minari", "torch", "gymnasium"]),
     # sb3-contrib's MaskablePPO on PettingZoo's classic games (benchmarks/games_maskppo.py, PettingZoo's SB3 tutorial).
