@@ -34,6 +34,7 @@ def config(run_dir: str, iterations: int):
             "env.num_cpus=0.5",
             "train.rollout_steps=64",
             f"train.iterations={iterations}",
+            "train.target_return=null",  # the preset stops a run at 475; a trial runs to its stop (iterations)
             "log.progress=false",
             f"log.run_dir={run_dir}",
         ],
