@@ -19,8 +19,12 @@ BOX = spaces.Box(-1.0, 1.0, (4,), np.float32)
 IMAGE = spaces.Box(0, 255, (4, 84, 84), np.uint8)
 
 #: ``predict``'s deterministic return on fresh CartPole episodes must reach this share of the engine's own
-#: deterministic evaluation of the same weights (other episode seeds: a margin for episodes that end sooner).
-RETURN_SHARE = 0.9
+#: deterministic evaluation of the same weights, EPISODES each. The episodes differ (other start states), and at
+#: a return of 300-400 they spread by about 45: the two means' difference has a standard deviation of about 20,
+#: so the margin (0.8 of ~350: 70) is over 3 of them, where 0.9 over 5 episodes each failed once in a fresh clone
+#: (321.8 against 0.9 x 374.8). A broken ``predict`` (observations unnormalised, a wrong action) scores 10-60.
+RETURN_SHARE = 0.8
+EPISODES = 10
 #: Training stops at this mean training return (cartpole_ppo_fast, seed 1: about 70 iterations, ~12 s here).
 TRAIN_UNTIL = 300
 
@@ -62,12 +66,12 @@ def trained(tmp_path_factory):
 @pytest.mark.slow
 def test_predict_on_raw_cartpole_observations_reaches_the_trained_return(trained):
     run, _ = trained
-    evaluated = run.evaluate(5)  # the engine's own deterministic evaluation of these weights
-    assert evaluated["episodes"] == 5 and evaluated["return_mean"] >= TRAIN_UNTIL, evaluated
+    evaluated = run.evaluate(EPISODES)  # the engine's own deterministic evaluation of these weights
+    assert evaluated["episodes"] == EPISODES and evaluated["return_mean"] >= TRAIN_UNTIL, evaluated
     pi = run.policy()
     env = gym.make("CartPole-v1")
     returns = []
-    for episode in range(5):
+    for episode in range(EPISODES):
         obs, _ = env.reset(seed=1_000 + episode)
         total, done = 0.0, False
         while not done:
