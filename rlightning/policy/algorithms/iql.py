@@ -26,7 +26,7 @@ clipped at 100, tau 0.005, Adam at 3e-4) with DQN's single Q network in place of
 
 from __future__ import annotations
 
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Dict, Literal, Optional, Tuple
 
 import numpy as np
 import torch
@@ -91,6 +91,19 @@ def expectile_loss(adv: torch.Tensor, expectile: float) -> torch.Tensor:
 def advantage_weights(adv: torch.Tensor, beta: float, max_weight: float) -> torch.Tensor:
     """IQL's actor weights: ``exp(beta * adv)`` clipped at ``max_weight`` (no gradient)."""
     return torch.exp(beta * adv.detach()).clamp(max=max_weight)
+
+
+def value_step(policy: Any, x: torch.Tensor, target_q: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """IQL's value update of ``policy`` (its ``value`` net, ``"value"`` optimizer and ``_value_params``) towards
+    the expectile of ``target_q`` at the features ``x``; returns ``(adv, v_loss, v)``, ``adv = target_q - V(x)``."""
+    cfg = policy.config
+    v = policy.value(x)
+    adv = target_q - v
+    v_loss = expectile_loss(adv, cfg.expectile)
+    policy.apply_gradients(
+        v_loss, policy._optimizers["value"], policy._value_params, cfg.optim.max_grad_norm, return_norm=False
+    )
+    return adv, v_loss, v
 
 
 class GaussianMeanActor(nn.Module):
@@ -214,12 +227,7 @@ class IQLPolicy(BasePolicy):
         with torch.no_grad():
             target_q = min_target_q(modules, x, ds["action"])
             next_v = self.value(self.encoder(ds["next_obs"]))
-        v = self.value(x)
-        adv = target_q - v
-        v_loss = expectile_loss(adv, cfg.expectile)
-        self.apply_gradients(
-            v_loss, self._optimizers["value"], self._value_params, cfg.optim.max_grad_norm, return_norm=False
-        )
+        adv, v_loss, v = value_step(self, x, target_q)
         target = ds["reward"] + (1.0 - ds["terminated"]) * cfg.gamma * next_v
         q_loss, q1 = twin_critic_loss(modules, x, ds["action"], target)
         self.apply_gradients(
@@ -353,12 +361,7 @@ class DiscreteIQLPolicy(DQNPolicy):
         with torch.no_grad():
             target_q = self.target_q_values(ds["obs"]).gather(1, action).squeeze(1)
             next_v = self.value(self.encoder(ds["next_obs"]))
-        v = self.value(x)
-        adv = target_q - v
-        v_loss = expectile_loss(adv, cfg.expectile)
-        self.apply_gradients(
-            v_loss, self._optimizers["value"], self._value_params, cfg.optim.max_grad_norm, return_norm=False
-        )
+        adv, v_loss, v = value_step(self, x, target_q)
         out = self.loss({**ds, "target": ds["reward"] + ds["discount"] * next_v})  # DQN's TD loss and weights
         self.apply_gradients(
             out["loss"], self._optimizers["main"], self._params, cfg.optim.max_grad_norm, return_norm=False
