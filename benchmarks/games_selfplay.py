@@ -192,7 +192,7 @@ def markdown_table(results: List[Dict[str, Any]], args: argparse.Namespace) -> s
     if getattr(args, "to_end", False):
         lines += [
             "",
-            "At the end of the run (``--to-end``):",
+            "At the end of the run (`--to-end`):",
             "",
             "| seed | goal met | iteration | learner moves | CPU s | wall s | rates per seat there |",
             "|---|---|---|---|---|---|---|",
