@@ -9,6 +9,9 @@ the last evaluation is reported too: what a test that trains the preset's whole 
 - ``both90`` (default): at least 90% wins in every seat (the connect four goal of issue 35);
 - ``ttt``: at least 90% wins moving first and at most 10% losses moving second (the tic-tac-toe goal).
 
+``--exact`` (tic-tac-toe) replaces the sampled games by the exact rates: every game against uniformly random
+play enumerated (each random move weighted by one over the legal moves), no sampling error.
+
 Reported per seed: the learner's env steps (one step is one learner move and the opponent's replies; the games
 of all sub-envs together), the game moves of both sides, and the training time to the goal, as wall-clock and
 as this process's CPU time (the run is in-process: ``cluster.inference: env_workers`` with one local env
@@ -17,7 +20,7 @@ the training (the evaluated copy is built under a forked torch generator): a see
 evaluations, as in a test of that seed.
 
     python benchmarks/games_selfplay.py --preset tictactoe_selfplay --goal ttt --seeds 0 1 2 --to-end \
-        --max-iterations 200 --eval-every 20 --eval-games 1000
+        --max-iterations 200 --eval-every 20 --exact
     python benchmarks/games_selfplay.py --preset connect4_selfplay --seeds 0 1 2 --json c4.json
     python benchmarks/games_selfplay.py --preset connect4_selfplay --set policy.update_epochs=8 \
         --league random_share=0.75
@@ -52,8 +55,50 @@ def goal_met(goal: str, rates: Dict[str, Dict[str, float]], seats: List[str]) ->
     return rates[seats[0]]["win"] >= 0.9 and rates[seats[1]]["loss"] <= 0.1
 
 
-def evaluate(parts: Any, games: int, seed: int) -> Dict[str, Dict[str, float]]:
-    """Greedy games of the current policy against random play in each seat: rates per seat."""
+TTT_LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+
+
+def exact_tictactoe_rates(player: Any, seat: str, mover: int) -> Dict[str, float]:
+    """The exact win / draw / loss rates of a deterministic ``player`` in ``seat`` (``mover`` 1: it moves first,
+    2: second) against uniformly random play in tic-tac-toe: every game enumerated, each random move weighted
+    by one over the legal moves. The boards are PettingZoo's (square ``i`` is observation cell
+    ``[i // 3, i % 3]``; plane 0 the player's marks, plane 1 the other side's); the player is asked once per
+    position it reaches."""
+    choice: Dict[tuple, int] = {}
+
+    def move(board: tuple) -> int:
+        if board not in choice:
+            planes = np.zeros((1, 9, 2), dtype=np.int8)
+            planes[0, :, 0] = [v == mover for v in board]
+            planes[0, :, 1] = [v not in (0, mover) for v in board]
+            mask = np.array([[v == 0 for v in board]], dtype=np.int8)
+            obs = {"observation": planes.reshape(1, 3, 3, 2), "action_mask": mask}
+            choice[board] = int(np.asarray(player.act(obs, seat=seat)).reshape(-1)[0])
+        return choice[board]
+
+    out = {"win": 0.0, "draw": 0.0, "loss": 0.0}
+    stack = [((0,) * 9, 1.0, 1)]  # board (0 empty, 1 first mover, 2 second), probability, side to move
+    while stack:
+        board, prob, side = stack.pop()
+        empty = [i for i, v in enumerate(board) if v == 0]
+        if not empty:
+            out["draw"] += prob
+            continue
+        moves = [move(board)] if side == mover else empty
+        for m in moves:
+            if board[m] != 0:
+                raise RuntimeError(f"the player chose the taken square {m} on {board}")
+            after = board[:m] + (side,) + board[m + 1 :]
+            if any(all(after[i] == side for i in line) for line in TTT_LINES):
+                out["win" if side == mover else "loss"] += prob / len(moves)
+            else:
+                stack.append((after, prob / len(moves), 3 - side))
+    return out
+
+
+def evaluate(parts: Any, games: int, seed: int, exact: bool = False) -> Dict[str, Dict[str, float]]:
+    """Greedy games of the current policy against random play in each seat: rates per seat (``exact``: every
+    tic-tac-toe game enumerated instead, `exact_tictactoe_rates`)."""
     import torch
 
     from rlightning.selfplay.matches import play_match
@@ -69,6 +114,9 @@ def evaluate(parts: Any, games: int, seed: int) -> Dict[str, Dict[str, float]]:
         )
     out = {}
     for k, seat in enumerate(meta.action_space.spaces):
+        if exact:
+            out[str(seat)] = exact_tictactoe_rates(me, str(seat), k + 1)
+            continue
         rng = np.random.default_rng(seed * 1000 + k)
         out[str(seat)] = play_match(cfg.env, me, RandomOpponent(rng), games, str(seat), seed=seed * 1000 + k).rates()
     return out
@@ -104,13 +152,13 @@ def run_seed(args: argparse.Namespace, seed: int) -> Dict[str, Any]:
             cpu += time.process_time() - c
             if it % args.eval_every:
                 continue
-            rates = evaluate(parts, args.eval_games, seed)
+            rates = evaluate(parts, args.eval_games, seed, exact=args.exact)
             point = {
                 "iteration": it,
                 "env_steps": int(parts.engine.env_steps),
                 "wall_s": round(wall, 2),
                 "cpu_s": round(cpu, 2),
-                **{f"{s}/{k}": round(v, 3) for s, r in rates.items() for k, v in r.items()},
+                **{f"{s}/{k}": round(v, 4 if args.exact else 3) for s, r in rates.items() for k, v in r.items()},
             }
             curve.append(point)
             print(json.dumps(point), flush=True)
@@ -132,6 +180,11 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--eval-every", type=int, default=5, help="iterations between evaluations")
     parser.add_argument("--eval-games", type=int, default=100, help="greedy games per seat against random play")
     parser.add_argument("--max-iterations", type=int, default=400)
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="tic-tac-toe: the exact rates against random play (every game enumerated) instead of --eval-games games",
+    )
     parser.add_argument(
         "--to-end",
         action="store_true",
@@ -166,7 +219,8 @@ def main(argv: Any = None) -> int:
 
     save(
         "games_selfplay" if args.goal == "both90" else "games_selfplay_ttt",  # README.md shows the newest of each
-        f"{args.preset} self-play to goal {args.goal} against random play ({args.eval_games} greedy games per seat)",
+        f"{args.preset} self-play to goal {args.goal} against random play "
+        + ("(greedy, exact: every game enumerated)" if args.exact else f"({args.eval_games} greedy games per seat)"),
         markdown_table(results, args),
         data={"args": vars(args), "results": results},
     )
