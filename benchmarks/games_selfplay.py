@@ -232,32 +232,29 @@ def main(argv: Any = None) -> int:
 
 
 def markdown_table(results: List[Dict[str, Any]], args: argparse.Namespace) -> str:
-    """One row per seed: where the goal was met (or the last evaluation), learner moves, CPU and wall seconds."""
+    """One row per seed: where the goal was met (or the last evaluation), learner moves, CPU and wall seconds;
+    with ``--to-end`` a second table of the last evaluation."""
+    lines = _seed_table(results, lambda res: (res["reached"] or res["last"] or {}, bool(res["reached"])))
+    if getattr(args, "to_end", False):
+        lines += ["", "At the end of the run (`--to-end`):", ""]
+        lines += _seed_table(results, lambda res: (res["last"] or {}, bool((res["last"] or {}).get("goal"))))
+    return "\n".join(lines)
+
+
+def _seed_table(results: List[Dict[str, Any]], pick: Any) -> List[str]:
+    """The table's lines, a row per seed: ``pick(result)`` gives the evaluation point shown and whether the goal
+    held there."""
     lines = [
         "| seed | goal met | iteration | learner moves | CPU s | wall s | rates per seat there |",
         "|---|---|---|---|---|---|---|",
     ]
     for res in results:
-        p = res["reached"] or res["last"] or {}
+        p, met = pick(res)
         rates = ", ".join(f"{k} {v:.3f}" for k, v in p.items() if "/" in k and not k.endswith("/draw"))
-        row = [res["seed"], "yes" if res["reached"] else "no", p.get("iteration"), p.get("env_steps")]
+        row = [res["seed"], "yes" if met else "no", p.get("iteration"), p.get("env_steps")]
         row += [p.get("cpu_s"), p.get("wall_s"), rates]
         lines.append("| " + " | ".join(str(x) for x in row) + " |")
-    if getattr(args, "to_end", False):
-        lines += [
-            "",
-            "At the end of the run (`--to-end`):",
-            "",
-            "| seed | goal met | iteration | learner moves | CPU s | wall s | rates per seat there |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for res in results:
-            p = res["last"] or {}
-            rates = ", ".join(f"{k} {v:.3f}" for k, v in p.items() if "/" in k and not k.endswith("/draw"))
-            row = [res["seed"], "yes" if p.get("goal") else "no", p.get("iteration"), p.get("env_steps")]
-            row += [p.get("cpu_s"), p.get("wall_s"), rates]
-            lines.append("| " + " | ".join(str(x) for x in row) + " |")
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":

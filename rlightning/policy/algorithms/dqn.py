@@ -434,9 +434,7 @@ class DQNPolicy(BasePolicy):
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
         if prioritized:
-            index = ds["index"].cpu()
-            shard = ds["shard"].cpu() if ds.get("shard") is not None else torch.zeros_like(index)
-            self.priority_updates = {"index": index, "shard": shard, "priority": abs_td.cpu()}
+            self.hand_back_priorities(ds, abs_td)
         self.train_calls += 1
         if steps == 1:
             metrics = {"q_loss": losses[0].item(), "q_value": q_means[0].item()}
@@ -484,6 +482,13 @@ class DQNPolicy(BasePolicy):
         if updates:
             self.priority_updates = {k: torch.cat([u[k] for u in updates]) for k in ("index", "shard", "priority")}
         return metrics
+
+    def hand_back_priorities(self, ds: Dict[str, Any], abs_td: torch.Tensor) -> None:
+        """Keep the prioritized batch ``ds``'s rows (``index``, ``shard``) with their new priorities ``abs_td``
+        (absolute TD errors) for `priority_update`."""
+        index = ds["index"].cpu()
+        shard = ds["shard"].cpu() if ds.get("shard") is not None else torch.zeros_like(index)
+        self.priority_updates = {"index": index, "shard": shard, "priority": abs_td.cpu()}
 
     def priority_update(self) -> Optional[Dict[str, torch.Tensor]]:
         """The last prioritized batch's ``index``, ``shard`` and new ``priority`` (absolute TD errors), once.

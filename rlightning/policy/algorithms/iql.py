@@ -376,12 +376,7 @@ class DiscreteIQLPolicy(DQNPolicy):
         if self.encoder.normalize:
             self.encoder.update(self.allreduce_sum(self.encoder.batch_sums(ds["obs"])))
         if ds.get("index") is not None:  # the rows' new priorities, as DQN hands them back
-            shard = ds["shard"] if ds.get("shard") is not None else torch.zeros_like(ds["index"])
-            self.priority_updates = {
-                "index": ds["index"].cpu(),
-                "shard": shard.cpu(),
-                "priority": out["td_error"].abs().cpu(),
-            }
+            self.hand_back_priorities(ds, out["td_error"].abs())
         self.update_count += 1
         self.train_calls += 1
         metrics = {
