@@ -77,7 +77,7 @@ def prepare() -> None:
         buffer_rows, DATA / "pendulum_medium_replay", env="Pendulum-v1", ref_min_score=medium.ref_min_score,
         ref_max_score=medium.ref_max_score, overwrite=True,
     )  # fmt: skip
-    for name in DATASETS:
+    for name in ("pendulum_medium", "pendulum_medium_replay"):
         info = datasets.info(DATA / name)
         print(f"{name}: {info.total_episodes} episodes, {info.total_steps} steps, mean return {info.return_mean:.1f}, "
               f"random {info.ref_min_score:.1f}, expert {info.ref_max_score:.1f}")  # fmt: skip

@@ -77,8 +77,8 @@ class CQLPolicy(SACPolicy):
         with torch.no_grad():
             random_actions = (torch.rand(n * k, self.act_dim, device=x.device) * 2 - 1) * scale + bias
             random_logp = -torch.log(2 * scale).sum() * torch.ones(n * k, device=x.device)  # uniform density
-            pi_actions, pi_logp = self.actor(x_rep)
-            next_actions, next_logp = self.actor(next_x.repeat_interleave(k, 0))
+            pi_actions, pi_logp = self.actor.sample_n(x, k)
+            next_actions, next_logp = self.actor.sample_n(next_x, k)
         # the three groups of sampled actions in one forward of both critics: [2, 3 * n * k]
         q = self._modules["qf"](x_rep.repeat(3, 1), torch.cat([random_actions, pi_actions, next_actions]))
         q = q - torch.cat([random_logp, pi_logp, next_logp])  # importance weights: minus the log density

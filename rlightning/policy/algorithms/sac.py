@@ -111,6 +111,15 @@ class SquashedGaussianActor(nn.Module):
         y = torch.tanh(u)
         return y * self.scale + self.bias, self._log_density(u, y, mean, log_std, std)
 
+    def sample_n(self, x: torch.Tensor, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``n`` sampled actions per row of ``x`` and their log-probabilities, ``[B * n, ...]`` with each row's
+        ``n`` together (``x.repeat_interleave(n, 0)``'s order), from one forward of the network on ``x``."""
+        mean, log_std = (t.repeat_interleave(n, 0) for t in self._mean_log_std(x))
+        std = log_std.exp()
+        u = mean + std * torch.randn_like(mean)
+        y = torch.tanh(u)
+        return y * self.scale + self.bias, self._log_density(u, y, mean, log_std, std)
+
     def log_prob(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The log-density of ``action`` (in the Box, clamped just inside it) at features ``x``, summed over
         action dims (CQL's behaviour-cloning start maximises it for the dataset's actions)."""
