@@ -41,8 +41,10 @@ __all__ = [
 #: Keys a replay batch of TD3 or SAC needs.
 REPLAY_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
 
-#: Activation functions of `TwinQNetwork` by name (the names of ``networks.ACTIVATIONS``).
-_ACT_FNS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu, "gelu": F.gelu}
+#: Activation functions of `TwinQNetwork` by name (the names of ``networks.ACTIVATIONS``). Tanh and ReLU act in
+#: place on each layer's fresh ``baddbmm`` output (their backward reads their result, and ``baddbmm``'s does not
+#: read its output): no second buffer per layer, which for CQL's 7,680 sampled actions per batch is 4 MB each.
+_ACT_FNS = {"tanh": torch.tanh_, "relu": torch.relu_, "elu": F.elu, "gelu": F.gelu}
 
 
 class TwinQNetwork(nn.Module):
@@ -51,8 +53,9 @@ class TwinQNetwork(nn.Module):
     Layer ``i`` holds ``weight{i}`` ``[2, in, out]`` (critic ``c``'s ``nn.Linear`` weight transposed at
     ``[c]``) and ``bias{i}`` ``[2, 1, out]``. Each critic is initialised as an `mlp` of its own (orthogonal,
     hidden gain sqrt(2), output gain 1, zero biases), so the pair is distributed as two separate critics.
-    Hidden layers are one ``baddbmm`` each; the output layer (width 1, where a batched product of 1-column
-    matrices is slow on CPU) a multiply and a row sum.
+    Every layer is one ``baddbmm``. (For the width-1 output layer a multiply and a row sum is as fast forward at
+    a batch of 256 and 64 units, but its backward is not: forward and backward at 7,680 rows, CQL's sampled
+    actions, took 1.76 ms against 1.22 ms, and at 256 units 11.6 ms against 5.8 ms, one CPU thread.)
 
     Args:
         in_dim: Width of the encoded observation.
@@ -107,7 +110,7 @@ class TwinQNetwork(nn.Module):
         for w, b in layers[:-1]:
             h = self._act(torch.baddbmm(b, h, w))
         w, b = layers[-1]
-        return (h * w.transpose(1, 2)).sum(-1) + b.squeeze(-1)  # [C, B]
+        return torch.baddbmm(b, h, w).squeeze(-1)  # [C, B]
 
     def critic_state_dict(self, index: int) -> Dict[str, torch.Tensor]:
         """Critic ``index``'s weights in the layout of a separate `mlp` Q network (``net.<k>.weight|bias``)."""
