@@ -5,7 +5,7 @@ answered step written by a *sink*:
 
 - in an env worker (``cluster.inference="env_workers"``, `RolloutWorker.collect`):
   one local stream, the worker's policy copy acting (`CopyActor`);
-- in lock step over the local env workers of a group (`collect_local`): several
+- in lock step over the local env workers of a group (`rollout_worker.collect_local`): several
   local streams, worker 0's copy acting for all their rows with one forward pass;
 - per step from the driver (``"eval_workers"``, `Collector.collect_steps`): the env
   group's workers as streams, local or Ray, the policy group acting; with two or
@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
 from rlightning.env.errors import caller_error
 
-__all__ = ["CopyActor", "RolloutTimes", "can_step_together", "collect_local", "run_rollout"]
+__all__ = ["CopyActor", "RolloutTimes", "can_step_together", "run_rollout"]
 
 
 @dataclass
@@ -255,83 +255,3 @@ def can_step_together(workers: Sequence[Any]) -> bool:
             return False
         shapes.add((obs.shape[1:], obs.dtype))
     return len(shapes) == 1
-
-
-class _WorkerStreams:
-    """Env workers in this process as streams (stepped one after another) and as the sink of their own runs."""
-
-    def __init__(self, workers: Sequence[Any], runs: Sequence[Any]) -> None:
-        self._of = {w.env_id: (w, run) for w, run in zip(workers, runs)}
-        self._answered: List[Tuple[str, Any]] = []
-        self._last: Dict[str, Dict[str, Any]] = {}
-        self.actor: Optional[CopyActor] = None
-
-    def ids(self) -> List[str]:
-        return list(self._of)
-
-    def rows(self, env_id: str) -> int:
-        return self._of[env_id][0].num_envs
-
-    def current(self, env_id: str) -> Any:
-        return self._of[env_id][1].env_ret
-
-    def submit(self, ids: Sequence[str], outs: Sequence[Dict[str, Any]]) -> None:
-        for env_id, out in zip(ids, outs):
-            worker, run = self._of[env_id]
-            self._answered.append((env_id, worker.step_env(run, out)))
-
-    def wait(self, min_ready: int) -> Tuple[List[Tuple[str, Any]], Sequence[str]]:
-        answered, self._answered = self._answered, []
-        return answered, ()
-
-    def drain(self) -> None:
-        self._answered = []
-
-    def write(self, items: Sequence[tuple], restarted: Sequence[str]) -> None:
-        for env_id, _, out, nxt in items:
-            worker, run = self._of[env_id]
-            worker.write_step(run, out, nxt)
-            self._last[env_id] = out
-
-    def wants_value(self, env_id: str) -> bool:
-        run = self._of[env_id][1]
-        return not run.defer_value and run.error is None and "value" in self._last.get(env_id, ())
-
-    def finish(self, values: Dict[str, Any]) -> None:
-        deferred = False
-        for env_id, (worker, run) in self._of.items():
-            if run.defer_value:
-                worker.fill_values(run, self.actor.policy)
-                deferred = True
-            elif env_id in values:
-                run.last_value = values[env_id]
-        if deferred and self.actor is not None:
-            self.actor.count(sum(w.num_envs for w, _ in self._of.values()))
-
-
-def collect_local(workers: Sequence[Any], num_steps: int) -> List[Any]:
-    """Collect ``num_steps`` steps in each of the local ``workers``, acting with worker 0's policy copy.
-
-    One worker (`RolloutWorker.collect`), or several that `can_step_together` (one forward pass per step for
-    all their rows; each worker's inference seconds are its share of the rows). A worker whose env raises
-    stops there (its result holds the steps before, with ``error`` set) while the others go on.
-
-    Returns:
-        One `RolloutResult` per worker, in order.
-
-    Raises:
-        What `RolloutWorker.collect` raises.
-    """
-    runs = [w.start_rollout(num_steps) for w in workers]
-    policy = workers[0].policy
-    defer = all(run.defer_value for run in runs)  # the values of every observation when the rollout ends
-    for run in runs:
-        run.defer_value = defer
-    rows = {w.env_id: w.num_envs for w in workers}
-    actor = CopyActor(policy, rows, fast=workers[0].acts_on_observations, defer=defer)
-    streams = _WorkerStreams(workers, runs)
-    streams.actor = actor
-    times = run_rollout(streams, actor, streams, runs[0].num_steps)
-    for w, run in zip(workers, runs):
-        run.inference += times.inference_of[w.env_id]
-    return [w.finish_rollout(run) for w, run in zip(workers, runs)]
