@@ -43,9 +43,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from rlightning.env.acting import PolicyCopies
 from rlightning.env.errors import EnvWorkerError, classify_env_failure
+from rlightning.env.local_rollout import collect_local
 from rlightning.env.recovery import WorkerRecovery, forgive
 from rlightning.env.rollout_loop import can_step_together
-from rlightning.env.rollout_worker import RolloutResult, collect_local
+from rlightning.env.rollout_worker import RolloutResult
 from rlightning.env.step_payload import step_payloads
 from rlightning.env.utils.stats import GroupStats
 from rlightning.env.utils.utils import default_env_preprocess_fn

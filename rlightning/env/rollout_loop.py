@@ -5,7 +5,7 @@ answered step written by a *sink*:
 
 - in an env worker (``cluster.inference="env_workers"``, `RolloutWorker.collect`):
   one local stream, the worker's policy copy acting (`CopyActor`);
-- in lock step over the local env workers of a group (`rollout_worker.collect_local`): several
+- in lock step over the local env workers of a group (`local_rollout.collect_local`): several
   local streams, worker 0's copy acting for all their rows with one forward pass;
 - per step from the driver (``"eval_workers"``, `Collector.collect_steps`): the env
   group's workers as streams, local or Ray, the policy group acting; with two or
