@@ -33,11 +33,14 @@ class MaskedChoice(gym.Env):
         self.observation_space = spaces.Dict(entries)
         self.action_space = spaces.Discrete(self.n)
         self._mask = np.zeros(self.n, np.int8)
+        self._best = 0
         self._t = 0
 
     def _obs(self) -> Dict[str, np.ndarray]:
         self._mask[:] = 0
-        self._mask[self.np_random.permutation(self.n)[: self.n // 2]] = 1
+        allowed = self.np_random.permutation(self.n)[: self.n // 2]
+        self._mask[allowed] = 1
+        self._best = int(allowed.min())  # the reward's target, found here so a step costs the same whatever is taken
         obs = {"observation": self._mask.astype(np.float32)}
         if self.expose_mask:
             obs["action_mask"] = self._mask.copy()
@@ -51,8 +54,5 @@ class MaskedChoice(gym.Env):
     def step(self, action):
         a = int(action)
         self._t += 1
-        if not self._mask[a]:
-            reward = -1.0
-        else:
-            reward = 1.0 if a == int(np.flatnonzero(self._mask)[0]) else 0.0
+        reward = (1.0 if a == self._best else 0.0) if self._mask[a] else -1.0
         return self._obs(), reward, False, self._t >= self.length, {}

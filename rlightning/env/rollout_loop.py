@@ -197,7 +197,7 @@ class CopyActor:
             if len(rets) == 1:  # one stream (an env worker's own rollout): no concatenation, no split
                 obs, sizes = rets[0].observation, None
             else:
-                obs, sizes = np.concatenate([ret.observation for ret in rets], axis=0), [self.rows[i] for i in ids]
+                obs, sizes = _concatenated([ret.observation for ret in rets]), [self.rows[i] for i in ids]
             if self.defer:
                 out = policy.compute_actions(obs, deterministic=policy.deterministic, with_value=False)
             else:
@@ -226,7 +226,28 @@ class CopyActor:
 def _joined(observations: Sequence[Any], sizes: List[int]) -> Tuple[Any, List[int]]:
     if len(observations) == 1:
         return observations[0], sizes
-    return np.concatenate(observations, axis=0), sizes
+    return _concatenated(observations), sizes
+
+
+def _concatenated(observations: Sequence[Any]) -> Any:
+    """The streams' observation batches as one: arrays along their rows, Dict observations (nested dicts of
+    arrays, as `can_step_together` admits them) key by key."""
+    first = observations[0]
+    if type(first) is np.ndarray:
+        return np.concatenate(observations, axis=0)
+    return {k: _concatenated([obs[k] for obs in observations]) for k in first}
+
+
+def _layout(obs: Any, rows: int) -> Any:
+    """What must match for observations to share a forward pass: each array's shape past its ``rows`` and its
+    dtype, key by key for a Dict observation; None when ``obs`` is neither an array of ``rows`` rows nor a dict of
+    them."""
+    if type(obs) is np.ndarray:
+        return (obs.shape[1:], obs.dtype) if obs.ndim >= 1 and obs.shape[0] == rows else None
+    if type(obs) is not dict or not obs:
+        return None
+    parts = tuple((k, _layout(v, rows)) for k, v in obs.items())
+    return None if any(part is None for _, part in parts) else parts
 
 
 def _split(out: Dict[str, Any], sizes: List[int]) -> List[Dict[str, Any]]:
@@ -242,16 +263,17 @@ def _split(out: Dict[str, Any], sizes: List[int]) -> List[Dict[str, Any]]:
 
 def can_step_together(workers: Sequence[Any]) -> bool:
     """True when local ``workers`` can share one forward pass per step: every copy acts straight through
-    ``compute_actions`` with the same synced weights and mode, on array observations of one shape."""
+    ``compute_actions`` with the same synced weights and mode, on observations of one layout (arrays of one
+    shape and dtype past the rows, or Dict observations of such arrays with the same keys)."""
     if len(workers) < 2 or not all(w.acts_on_observations and w.weights_synced for w in workers):
         return False  # copies that were never synced hold their own initial weights
     versions = {int(w.policy.weight_version) for w in workers}
     if len(versions) != 1 or len({bool(w.policy.deterministic) for w in workers}) != 1:
         return False
-    shapes = set()
+    layouts = set()
     for w in workers:
-        obs = getattr(w.current_env_ret, "observation", None)
-        if type(obs) is not np.ndarray or obs.ndim < 1 or obs.shape[0] != w.num_envs:
+        layout = _layout(getattr(w.current_env_ret, "observation", None), w.num_envs)
+        if layout is None:
             return False
-        shapes.add((obs.shape[1:], obs.dtype))
-    return len(shapes) == 1
+        layouts.add(layout)
+    return len(layouts) == 1

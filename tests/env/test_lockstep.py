@@ -61,6 +61,34 @@ def test_lockstep_stores_what_the_workers_alone_store(tmp_path, build, monkeypat
     assert {"log_prob", "value", "advantage"} <= set(a.keys(True, True))
 
 
+SPACE_ENV = "tests.support.space_envs:SpaceEnv"
+
+
+@pytest.mark.parametrize(
+    "kwargs", ["{obs: box, act: discrete_start, mask: true}", "{obs: nested_dict, act: discrete_start}"]
+)
+def test_dict_observations_step_in_lockstep_and_store_what_workers_alone_store(tmp_path, build, monkeypatch, kwargs):
+    """Dict observations (a masked one, a nested one) share one forward pass per step too: concatenated key by
+    key, each worker's rows answered under its own mask, the same record as each worker acting alone."""
+    extra = (f"env.name={SPACE_ENV}", f"env.env_kwargs={kwargs}", "policy.deterministic_eval=true")
+    together = _count_lockstep(monkeypatch)
+    a = _stored(build, tmp_path / "a", *extra)
+    assert len(together) == 2
+    monkeypatch.undo()
+    alone = _count_lockstep(monkeypatch, enabled=False)
+    c = _stored(build, tmp_path / "c", *extra)
+    assert alone == [] and set(c.keys(True, True)) == set(a.keys(True, True)) and c.batch_size == a.batch_size
+    assert any(k.startswith("obs.") for k in a.keys(True, True))  # the observation is stored key by key
+    computed = ("log_prob", "value", "next_value", "advantage", "return")
+    for key in a.keys(True, True):
+        if key in computed:
+            torch.testing.assert_close(a[key], c[key])
+        else:
+            assert torch.equal(a[key], c[key]), key
+    if "mask: true" in kwargs:  # SpaceEnv raises on a masked action: none was taken in either run
+        assert "obs.action_mask" in set(a.keys(True, True))
+
+
 def _synced_group(configs):
     group = EnvGroup(configs)
     metas = group.init()

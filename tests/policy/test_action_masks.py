@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from rlightning.env.action_masks import InfoActionMask
-from rlightning.policy.networks.masks import action_mask, mask_logits, mask_q, masked_uniform
+from rlightning.policy.networks.masks import (
+    LogitMask,
+    action_mask,
+    mask_logits,
+    mask_q,
+    masked_log_softmax,
+    masked_uniform,
+)
 from rlightning.types import EnvMeta
 from rlightning.utils.config import config_from_dict
 from rlightning.utils.registry import POLICIES
@@ -104,6 +111,34 @@ def test_learner_log_prob_and_entropy_see_the_mask():
     torch.testing.assert_close(entropy, ref.entropy(), atol=1e-5, rtol=1e-5)
     plain, _, _ = policy._train_forward(x, action, None)
     assert (logp >= plain - 1e-6).all() and (logp > plain + 1e-4).any()
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_masked_log_softmax_is_the_log_softmax_of_the_masked_logits_with_its_gradients(prepared):
+    """The learner's masked log-probabilities and entropy (computed without an exp of a disallowed entry) equal
+    log_softmax over `mask_logits`, values and gradients; a row that allows nothing is unmasked; a `LogitMask`
+    made once for a dataset and taken per minibatch gives the same."""
+    gen = torch.Generator().manual_seed(0)
+    logits = (3 * torch.randn(64, N, generator=gen)).requires_grad_(True)
+    allowed = torch.rand(64, N, generator=gen) < 0.5
+    allowed[:, 0] |= ~allowed.any(-1)
+    allowed[7] = False  # nothing allowed: acts unmasked
+    action = torch.multinomial((allowed | ~allowed.any(-1, keepdim=True)).float(), 1, generator=gen).squeeze(-1)
+    ref_logp = torch.log_softmax(mask_logits(logits, allowed), -1)
+    ref_entropy = torch.distributions.Categorical(logits=mask_logits(logits, allowed)).entropy()
+    idx = torch.randperm(64, generator=gen)[:40]
+    rows = idx if prepared else torch.arange(64)
+    logp, entropy = masked_log_softmax(logits[rows], LogitMask.of(allowed, N).rows(idx) if prepared else allowed)
+    assert torch.equal(logp < -1e30, ~(allowed | ~allowed.any(-1, keepdim=True))[rows])  # disallowed: lowest value
+    torch.testing.assert_close(logp, ref_logp[rows], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(entropy, ref_entropy[rows], atol=1e-5, rtol=1e-5)
+    loss = logp.gather(-1, action[rows, None]).sum() + 0.3 * entropy.sum()
+    ref_loss = ref_logp[rows].gather(-1, action[rows, None]).sum() + 0.3 * ref_entropy[rows].sum()
+    (grad,) = torch.autograd.grad(loss, logits)
+    (ref_grad,) = torch.autograd.grad(ref_loss, logits)
+    torch.testing.assert_close(grad, ref_grad, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="action_mask has 4 entries per row, the policy has 5 action logits"):
+        masked_log_softmax(logits, LogitMask.of(torch.ones(64, 4, dtype=torch.bool), 4))
 
 
 def test_dqn_target_max_and_exploration_respect_the_mask():

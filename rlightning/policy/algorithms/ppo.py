@@ -31,7 +31,7 @@ from rlightning.policy.algorithms.networks import categorical_draw, mlp, mlp_for
 from rlightning.policy.base_policy import BasePolicy, PolicyRole
 from rlightning.policy.networks import build_encoder, nest_dotted_keys, obs_to_tensor
 from rlightning.policy.networks.heads import ActionHead, GaussianActor
-from rlightning.policy.networks.masks import action_mask, action_mask_np, mask_logits
+from rlightning.policy.networks.masks import LogitMask, action_mask, action_mask_np, mask_logits, masked_log_softmax
 from rlightning.policy.networks.recurrent import RecurrentStreams, build_recurrent_core
 from rlightning.policy.utils import build_optimizer, check_env_meta
 from rlightning.types import EnvMeta
@@ -200,9 +200,10 @@ class PPOPolicy(BasePolicy):
         as recurrent PPO's, differentiates)."""
         return self._log_prob_entropy(self._dist(x, mask), action)
 
-    def _train_forward(self, x: torch.Tensor, action: torch.Tensor, mask: Optional[torch.Tensor] = None):
+    def _train_forward(self, x: torch.Tensor, action: torch.Tensor, mask: Any = None):
         """Log-probabilities and entropies of ``action`` and the values at features ``x`` (with gradients),
-        under the action ``mask`` when the observations carry one.
+        under the action ``mask`` when the observations carry one (a bool mask, or for discrete actions the
+        dataset's `LogitMask`).
 
         Discrete actions skip the torch ``Categorical`` (its argument checks and second normalisation cost
         about a fifth of a CartPole minibatch update): the same log-softmax, gather and entropy by hand.
@@ -211,10 +212,8 @@ class PPOPolicy(BasePolicy):
         if self.kind != "discrete":
             logp, entropy = self.log_prob_entropy(x, action, mask)
             return logp, entropy, value
-        logp_all = torch.log_softmax(mask_logits(mlp_forward(self.actor, x), mask), dim=-1)
+        logp_all, entropy = masked_log_softmax(mlp_forward(self.actor, x), mask)
         logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        clamped = logp_all.clamp(min=torch.finfo(logp_all.dtype).min)  # as Categorical.entropy: 0 * -inf is 0
-        entropy = -(clamped * logp_all.exp()).sum(-1)
         return logp, entropy, value
 
     def compute_actions(
@@ -410,6 +409,9 @@ class PPOPolicy(BasePolicy):
             ds[k] = ds[k].reshape(n).float()
         action = ds.pop(act_key)
         ds["action"] = self.head.from_record(action, n)
+        mask = action_mask(ds["obs"]) if self.kind == "discrete" else None
+        if mask is not None:  # made once for every minibatch of this dataset (`masked_log_softmax`)
+            ds["logit_mask"] = LogitMask.of(mask, self.head.out_dim)
         self.dataset = ds
 
     def _anneal_frac(self, option: str) -> float:
@@ -500,7 +502,8 @@ class PPOPolicy(BasePolicy):
             self.apply_gradients(out.pop("loss"), opt, params, cfg.optim.max_grad_norm)
             return {k: float(v) for k, v in out.items()}
         obs = ds["obs"][idx]
-        new_logp, entropy, new_value = self._train_forward(self.encoder(obs), ds["action"][idx], action_mask(obs))
+        mask = ds["logit_mask"].rows(idx) if "logit_mask" in ds else action_mask(obs)
+        new_logp, entropy, new_value = self._train_forward(self.encoder(obs), ds["action"][idx], mask)
         logratio = new_logp - ds["log_prob"][idx]
         ratio = logratio.exp()
         with torch.no_grad():

@@ -13,14 +13,25 @@ with no legal action has nothing to choose from; acting on it must not produce N
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 import torch
 
 from rlightning.types.record_keys import ACTION_MASK
 
-__all__ = ["ACTION_MASK", "action_mask", "action_mask_np", "mask_logits", "mask_logits_np", "mask_q", "masked_uniform"]
+__all__ = [
+    "ACTION_MASK",
+    "LogitMask",
+    "action_mask",
+    "action_mask_np",
+    "mask_logits",
+    "mask_logits_np",
+    "mask_q",
+    "masked_log_softmax",
+    "masked_uniform",
+]
 
 
 def action_mask(obs: Any, device: Any = None) -> Optional[torch.Tensor]:
@@ -61,6 +72,56 @@ def mask_logits(logits: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Ten
         return logits
     mask = _usable(mask.to(logits.device), logits.shape[-1])
     return logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+
+
+@dataclass(frozen=True)
+class LogitMask:
+    """An action mask prepared once for many `masked_log_softmax` calls (a PPO dataset's, taken per minibatch):
+    ``keep`` 1.0 for each allowed entry and 0.0 for each disallowed one (a row that allows nothing all 1.0),
+    ``penalty`` 0 and the dtype's lowest value; both ``[B, n]`` in the logits' dtype."""
+
+    keep: torch.Tensor
+    penalty: torch.Tensor
+
+    @classmethod
+    def of(cls, mask: torch.Tensor, width: int, dtype: torch.dtype = torch.float32) -> LogitMask:
+        """The `LogitMask` of a bool ``mask`` ``[B, width]`` (`action_mask`)."""
+        keep = _usable(mask, width).to(dtype)
+        return cls(keep, (1.0 - keep) * torch.finfo(dtype).min)
+
+    def rows(self, index: Any) -> LogitMask:
+        """The mask of the rows ``index`` selects (a minibatch's)."""
+        return LogitMask(self.keep[index], self.penalty[index])
+
+
+def masked_log_softmax(logits: torch.Tensor, mask: Union[None, torch.Tensor, LogitMask]) -> tuple:
+    """``log_softmax(mask_logits(logits, mask))`` and the distribution's entropy, differentiable, for learning.
+
+    The same values, computed so that no ``exp`` sees a disallowed entry (torch's CPU ``exp`` takes a slow path
+    for arguments that underflow, about 20x on a half-masked ``[512, 8]`` batch, and ``log_softmax``'s forward
+    and backward and the entropy's ``exp`` all hit it) and with multiplications and additions by the mask's
+    `LogitMask` instead of ``masked_fill`` (five times slower at that size). ``mask``: a bool mask, or its
+    `LogitMask` made once beforehand.
+
+    Returns:
+        The log-probabilities ``[B, n]`` (disallowed entries at the dtype's lowest value, as `mask_logits` gives
+        them; only allowed entries carry gradients) and the entropies ``[B]``.
+    """
+    if mask is None:
+        logp = torch.log_softmax(logits, dim=-1)  # as Categorical.entropy: an entry at -inf adds 0, not nan
+        return logp, -(logp.clamp(min=torch.finfo(logp.dtype).min) * logp.exp()).sum(-1)
+    if not isinstance(mask, LogitMask):
+        mask = LogitMask.of(mask.to(logits.device), logits.shape[-1], logits.dtype)
+    elif mask.keep.shape[-1] != logits.shape[-1]:
+        _usable(mask.keep, logits.shape[-1])  # raises the width's error
+    keep, penalty = mask.keep, mask.penalty
+    top = (logits.detach() + penalty).amax(-1, keepdim=True)  # the largest allowed logit
+    shifted = (logits - top) * keep  # disallowed entries at 0: finite, their exp cheap, then dropped
+    weights = shifted.exp() * keep
+    total = weights.sum(-1, keepdim=True)
+    logp = shifted - total.log()
+    entropy = -(logp * weights).sum(-1) / total.squeeze(-1)
+    return logp + penalty, entropy
 
 
 def mask_logits_np(logits: np.ndarray, mask: Optional[np.ndarray]) -> np.ndarray:
