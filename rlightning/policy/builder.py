@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 import uuid
 from typing import Any, Dict, List, Optional, Type, Union
 
@@ -111,12 +112,18 @@ def _launch(
     return launch_ray_actor(cls, policy_cfg, role_type=role, worker_index=index, options=options)
 
 
+UNSTARTED_RETRIES = 3
+"""Times a policy actor that Ray lost before it ran is started again (`_restart_unstarted`)."""
+
+
 def _restart_unstarted(starts: List[Any], workers: Dict[str, List[Any]]) -> None:
-    """Wait until every policy actor answers; one that Ray lost before it ran is started once more.
+    """Wait until every policy actor answers; one that Ray lost before it ran is started again, up to
+    `UNSTARTED_RETRIES` times, a second apart.
 
     Ray can drop an actor before its creation task runs (its owner's reference poll failed, the
-    node it was leased on went away): the actor then never ran any of our code, so starting it
-    again is safe. An actor whose constructor raised is not restarted: that error is raised as is.
+    node it was leased on went away; seen on a loaded machine's SSH-launched head, twice in a row):
+    the actor then never ran any of our code, so starting it again is safe. An actor whose
+    constructor raised is not restarted: that error is raised as is, as is the last loss.
     """
     if not starts:
         return
@@ -125,15 +132,25 @@ def _restart_unstarted(starts: List[Any], workers: Dict[str, List[Any]]) -> None
 
     pending = [(role, index, start, workers[role][index].get_placement_info.remote()) for role, index, start in starts]
     for role, index, start, ref in pending:
-        try:
-            ray.get(ref)
-        except RayActorError as err:
-            if err.actor_init_failed:
-                raise
-            logger.warning("%s worker %d was lost before it started (%s); starting it again", role, index, err)
-            ray.kill(workers[role][index], no_restart=True)
-            workers[role][index] = start()
-            ray.get(workers[role][index].get_placement_info.remote())
+        for attempt in range(UNSTARTED_RETRIES + 1):
+            try:
+                ray.get(ref)
+                break
+            except RayActorError as err:
+                if err.actor_init_failed or attempt == UNSTARTED_RETRIES:
+                    raise
+                logger.warning(
+                    "%s worker %d was lost before it started (%s); starting it again (%d of %d)",
+                    role,
+                    index,
+                    err,
+                    attempt + 1,
+                    UNSTARTED_RETRIES,
+                )
+                ray.kill(workers[role][index], no_restart=True)
+                time.sleep(1.0)
+                workers[role][index] = start()
+                ref = workers[role][index].get_placement_info.remote()
 
 
 def build_policy_group(

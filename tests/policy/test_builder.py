@@ -142,6 +142,36 @@ def test_an_actor_lost_before_it_ran_is_started_once_more(ray_runtime):
         ray.kill(w)
 
 
+def test_an_actor_lost_again_is_started_again_up_to_the_retries(ray_runtime, monkeypatch):
+    from ray.exceptions import RayActorError
+
+    import rlightning.policy.builder as builder
+
+    ray = ray_runtime
+    monkeypatch.setattr(builder.time, "sleep", lambda s: None)
+    made = [_DiesAtStart, _Answers]  # lost at the first restart too, then one that runs
+    starts = []
+
+    def start():
+        starts.append(1)
+        return ray.remote(num_cpus=0)(made.pop(0)).remote()
+
+    workers = {"train": [ray.remote(num_cpus=0)(_DiesAtStart).remote()], "eval": []}
+    builder._restart_unstarted([("train", 0, start)], workers)
+    assert len(starts) == 2 and ray.get(workers["train"][0].get_placement_info.remote())["pid"] > 0
+    ray.kill(workers["train"][0])
+
+    def always_lost():
+        starts.append(1)
+        return ray.remote(num_cpus=0)(_DiesAtStart).remote()
+
+    starts.clear()
+    monkeypatch.setattr(builder, "UNSTARTED_RETRIES", 2)
+    with pytest.raises(RayActorError):  # every start lost: the last loss is raised after the retries
+        builder._restart_unstarted([("train", 0, always_lost)], {"train": [always_lost()], "eval": []})
+    assert len(starts) == 1 + 2
+
+
 def test_an_actor_whose_constructor_raised_is_not_restarted(ray_runtime):
     from ray.exceptions import RayActorError
 
