@@ -316,3 +316,24 @@ def test_masked_ppo_is_judged_against_unmasked_and_pixel_ppo_against_its_floor()
     floor_col = [ln for ln in text.splitlines() if ln.startswith("| 8 envs") and "local env worker" in ln][0]
     assert "0.80x" in floor_col  # rlightning / the plain torch floor
     assert not report.ITEMS["maskppo"].quick_default
+
+
+def test_sides_left_out_build_no_peer_venv(monkeypatch):
+    """``--sides`` naming only rlightning's sides builds no peer venv (it built RLlib's, TorchRL's and SB3's)."""
+    from benchmarks.harness import main as harness
+
+    class Stop(Exception):
+        pass
+
+    def stop(name):
+        raise Stop
+
+    built = []
+    monkeypatch.setattr(harness.venvs, "ensure", lambda name, log=None: built.append(name))
+    monkeypatch.setattr(harness.venvs, "versions", stop)  # the step after the venvs: nothing is measured
+    with pytest.raises(Stop):
+        harness.main(["--quick", "--sides", "rl_local,limit_vep,rl_ray"])
+    assert built == []
+    with pytest.raises(Stop):
+        harness.main(["--quick", "--only", "sampling", "--sides", "rl_local,rllib"])
+    assert built == ["rllib"]

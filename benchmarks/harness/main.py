@@ -297,7 +297,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     wanted_sides = [x for x in args.sides.split(",") if x]
 
     start = time.time()
-    needed = sorted({s.venv for n in items for s in ITEMS[n].sides if s.venv != "ours"})
+    runs = [s for n in items for s in ITEMS[n].sides if not wanted_sides or s.key in wanted_sides]
+    needed = sorted({s.venv for s in runs if s.venv != "ours"})  # a peer left out by --sides is not built
     for peer in needed:
         venvs.ensure(peer, log=log)
     versions = {name: venvs.versions(name) for name in ["ours", *needed]}
