@@ -89,11 +89,19 @@ def run_rollout(
     sent: Dict[str, Any] = {}
     clock = time.perf_counter
 
+    all_rows = sum(rows.values()) or 1
+    fraction = [(i, rows[i] / all_rows) for i in order]  # each stream's share when all of them act
+
     def share(ids: Sequence[str], spent: float) -> None:
         times.inference += spent
+        of = times.inference_of
+        if len(ids) == len(order):  # every stream acted (lock step): the shares are known
+            for i, part in fraction:
+                of[i] += spent * part
+            return
         total = sum(rows[i] for i in ids) or 1
         for i in ids:
-            times.inference_of[i] += spent * rows[i] / total
+            of[i] += spent * rows[i] / total
 
     current = streams.current
     now = [clock()]  # the clock at the end of the last timed part: every part is timed from there
@@ -112,7 +120,10 @@ def run_rollout(
         streams.submit(ids, outs)
         now[0] = t2 = clock()
         times.env_step += t2 - t1
-        sent.update(zip(ids, outs))
+        if one:
+            sent[ids[0]] = outs[0]
+        else:
+            sent.update(zip(ids, outs))
 
     ok = False
     try:

@@ -232,13 +232,12 @@ class PPOPolicy(BasePolicy):
         (`_act_numpy`); everything else in torch. A Dict observation's ``action_mask`` entry restricts the
         distribution (`rlightning.policy.networks.masks`).
         """
-        if (
-            self.role_type is PolicyRole.EVAL
-            and self.kind == "discrete"
-            and getattr(self, "core", None) is None
-            and not isinstance(obs, torch.Tensor)  # a device env's tensors: acted on in torch, answered in torch
-        ):
-            out = self._act_numpy(obs, deterministic, with_value)
+        if self.role_type is PolicyRole.EVAL and self.kind == "discrete" and getattr(self, "core", None) is None:
+            out = None
+            if type(obs) is np.ndarray:  # the per-step case: an array, no mask
+                out = self._act_numpy(obs, deterministic, with_value, None)
+            elif not isinstance(obs, torch.Tensor):  # a device env's tensors: acted on in torch, answered in torch
+                out = self._act_numpy(obs, deterministic, with_value, action_mask_np(obs))
             if out is not None:
                 return out
         mask = action_mask(obs, self.device)
@@ -332,10 +331,12 @@ class PPOPolicy(BasePolicy):
             out.update(recurrent)
         return out
 
-    def _act_numpy(self, obs: Any, deterministic: bool, with_value: bool = True) -> Optional[Dict[str, np.ndarray]]:
+    def _act_numpy(
+        self, obs: Any, deterministic: bool, with_value: bool = True, mask: Optional[np.ndarray] = None
+    ) -> Optional[Dict[str, np.ndarray]]:
         """`compute_actions` of a discrete policy in numpy (`numpy_acting.act_categorical_np`: the same function
-        up to float rounding, its draws from the copy's generator); None where the encoder or a head has no numpy
-        form (then torch acts)."""
+        up to float rounding, its draws from the copy's generator), under the action ``mask``
+        (`masks.action_mask_np`); None where the encoder or a head has no numpy form (then torch acts)."""
         features = getattr(self.encoder, "numpy_features", None)
         rng = getattr(self, "np_rng", None)
         if rng is None:  # a copy set up without a seed
@@ -346,7 +347,7 @@ class PPOPolicy(BasePolicy):
             self.critic if with_value else None,
             deterministic,
             rng,
-            action_mask_np(obs),
+            mask,
         )
         if out is not None and self.action_start != 0:
             out["action"] = out["action"] + self.action_start
