@@ -14,6 +14,11 @@ Sides alternate within each round (a loaded machine slows them alike); the table
 over rounds and the ratios ``rl_gymnax / limit`` (goal >= 0.7) and ``rl_gymnax / rl_gymnasium`` (goal > 1)::
 
     python benchmarks/device_env.py --envs 1024,4096 --steps 64 --rounds 5
+
+``--parts`` times the env alone instead (`parts`): the backend's jitted step per call and its compute inside
+a scan, gymnax's bare ``step_env`` and gymnasium's vector step, in microseconds per vector step::
+
+    python benchmarks/device_env.py --parts --envs 1024,4096
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -85,13 +90,72 @@ def measure(num_envs: int, steps: int, rounds: int) -> Dict[str, List[float]]:
     return out
 
 
+def parts(num_envs: int, repeats: int = 5) -> Dict[str, float]:
+    """Microseconds per vector step of the env alone (no policy): the backend's jitted step called once
+    (dispatch + compute, as a rollout calls it), the same step's compute inside one ``lax.scan`` of 100
+    steps, gymnax's bare vmapped ``step_env`` in such a scan (no autoreset, no keys), and gymnasium's vector
+    CartPole ``step``; what bounds the device env on this machine, apart from the policy."""
+    import timeit
+
+    import gymnasium as gym
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from rlightning.env.gymnax_env import _vector_functions, make_gymnax
+
+    env, params = make_gymnax("CartPole-v1")
+    reset, step = _vector_functions(env, params)
+    obs, carry = reset(jax.random.split(jax.random.PRNGKey(0), num_envs))
+    action, limit = jnp.zeros(num_envs, jnp.int32), jnp.int32(500)
+
+    def best(fn: Callable[[], Any], number: int) -> float:
+        fn()
+        return min(timeit.repeat(fn, number=number, repeat=repeats)) / number * 1e6
+
+    @jax.jit
+    def scan_step(c: Any) -> Any:
+        return jax.lax.scan(lambda c, _: (step(c, action, limit)[1], None), c, None, length=100)[0]
+
+    bare = jax.vmap(lambda s, a, k: env.step_env(k, s, a, params)[1], in_axes=(0, 0, None))
+    key = jax.random.PRNGKey(1)
+
+    @jax.jit
+    def scan_bare(s: Any) -> Any:
+        return jax.lax.scan(lambda s, _: (bare(s, action, key), None), s, None, length=100)[0]
+
+    vec = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point")
+    vec.reset(seed=0)
+    act_np = np.zeros(num_envs, np.int64)
+    out = {
+        "jitted step, one call": best(lambda: jax.block_until_ready(step(carry, action, limit)), 200),
+        "its compute (in a scan)": best(lambda: jax.block_until_ready(scan_step(carry)), 5) / 100,
+        "bare step_env (in a scan)": best(lambda: jax.block_until_ready(scan_bare(carry[1])), 5) / 100,
+        "gymnasium vector step": best(lambda: vec.step(act_np), 200),
+    }
+    vec.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="1024,4096", help="comma-separated env counts")
     parser.add_argument("--steps", type=int, default=64, help="vector steps per timed rollout")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per env count")
+    parser.add_argument("--parts", action="store_true", help="time the env alone (see `parts`) instead of rollouts")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.parts:
+        lines = ["us per vector step of CartPole, no policy (best of 5)", "| N | " + " | ".join(PARTS) + " |"]
+        lines.append("|---" * (len(PARTS) + 1) + "|")
+        raw = {}
+        for n in (int(x) for x in args.envs.split(",")):
+            raw[n] = parts(n)
+            lines.append(f"| {n} | " + " | ".join(f"{raw[n][k]:.1f}" for k in PARTS) + " |")
+            print(lines[-1], flush=True)
+        title = "The device env's step on this machine: dispatch, compute, autoreset, gymnasium"
+        _save("device_env_parts", title, lines, raw)
+        return
     lines = [
         f"torch {torch.__version__}, device env on {GymnaxEnv.__name__}; env steps/s, median of {args.rounds}",
         "| N | rl_gymnax | limit | rl_gymnasium | gymnax / limit (>= 0.7) | gymnax / gymnasium (> 1) |",
@@ -105,15 +169,22 @@ def main() -> None:
         a, lim, g = fig["rl_gymnax"], fig["limit"], fig["rl_gymnasium"]
         lines.append(f"| {n} | {a:,.0f} | {lim:,.0f} | {g:,.0f} | {a / lim:.2f} | {a / g:.2f} |")
         print(lines[-1], flush=True)
+    _save(
+        "device_env",
+        "The device-resident env (gymnax CartPole through DLPack) against its limit and gymnasium",
+        lines,
+        {"steps": args.steps, "rounds": args.rounds, "env_steps_per_s": raw},
+    )
+
+
+PARTS = ("jitted step, one call", "its compute (in a scan)", "bare step_env (in a scan)", "gymnasium vector step")
+
+
+def _save(name: str, title: str, lines: List[str], data: Dict[str, Any]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.report import save
 
-    save(
-        "device_env",
-        "The device-resident env (gymnax CartPole through DLPack) against its limit and gymnasium",
-        "\n".join(lines),
-        data={"steps": args.steps, "rounds": args.rounds, "env_steps_per_s": raw},
-    )
+    save(name, title, "\n".join(lines), data=data)
 
 
 if __name__ == "__main__":
