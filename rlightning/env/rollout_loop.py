@@ -92,38 +92,43 @@ def run_rollout(
     all_rows = sum(rows.values()) or 1
     fraction = [(i, rows[i] / all_rows) for i in order]  # each stream's share when all of them act
 
+    current = streams.current
+    inference_of = times.inference_of
+    # The loop's own clocks, in locals while it runs (``times`` gets them at the end): every part is timed from
+    # the end of the last one (``now``).
+    now = clock()
+    inference = env_step = write = 0.0
+
+    def submit(ids: List[str], first: bool = False) -> None:
+        nonlocal now, inference, env_step
+        if not ids or (not first and stop is not None and stop.is_set()):
+            return
+        if len(ids) == 1:  # one stream (an env worker's own rollout): the per-step path, kept short
+            i = ids[0]
+            outs = actor.act(ids, [current(i)])
+            t1 = clock()
+            inference += t1 - now
+            inference_of[i] += t1 - now
+            streams.submit(ids, outs)
+            sent[i] = outs[0]
+        else:
+            outs = actor.act(ids, [current(i) for i in ids])
+            t1 = clock()
+            inference += t1 - now
+            share(ids, t1 - now)
+            streams.submit(ids, outs)
+            sent.update(zip(ids, outs))
+        now = clock()
+        env_step += now - t1
+
     def share(ids: Sequence[str], spent: float) -> None:
-        times.inference += spent
-        of = times.inference_of
         if len(ids) == len(order):  # every stream acted (lock step): the shares are known
             for i, part in fraction:
-                of[i] += spent * part
+                inference_of[i] += spent * part
             return
         total = sum(rows[i] for i in ids) or 1
         for i in ids:
-            of[i] += spent * rows[i] / total
-
-    current = streams.current
-    now = [clock()]  # the clock at the end of the last timed part: every part is timed from there
-
-    def submit(ids: List[str], first: bool = False) -> None:
-        if not ids or (not first and stop is not None and stop.is_set()):
-            return
-        one = len(ids) == 1  # one stream (an env worker's own rollout): the per-step path, kept short
-        outs = actor.act(ids, [current(ids[0])] if one else [current(i) for i in ids])
-        t1 = clock()
-        if one:
-            times.inference += t1 - now[0]
-            times.inference_of[ids[0]] += t1 - now[0]
-        else:
-            share(ids, t1 - now[0])
-        streams.submit(ids, outs)
-        now[0] = t2 = clock()
-        times.env_step += t2 - t1
-        if one:
-            sent[ids[0]] = outs[0]
-        else:
-            sent.update(zip(ids, outs))
+            inference_of[i] += spent * rows[i] / total
 
     ok = False
     try:
@@ -131,26 +136,28 @@ def run_rollout(
         while sent:
             answered, restarted = streams.wait(1 if in_flight else len(sent))
             t1 = clock()
-            times.env_step += t1 - now[0]
-            now[0] = t1
+            env_step += t1 - now
+            now = t1
             items = []
             again = []
             for i, nxt in answered:
                 out = sent.pop(i)
                 if nxt is None:  # the stream ended (its env raised): nothing more of it is written
                     continue
-                items.append((i, steps[i], out, nxt))
-                steps[i] += 1
-                if steps[i] < num_steps:
+                t = steps[i]
+                items.append((i, t, out, nxt))
+                steps[i] = t = t + 1
+                if t < num_steps:
                     again.append(i)
             if again != order:  # worker order: a seeded run acts in the same order
-                again = [i for i in order if i in set(again)]
+                keep = set(again)
+                again = [i for i in order if i in keep]
             if in_flight:
                 submit(again)
             sink.write(items, restarted)
             t1 = clock()
-            times.write += t1 - now[0]
-            now[0] = t1
+            write += t1 - now
+            now = t1
             if not in_flight:
                 submit(again)
         ok = True
@@ -166,11 +173,14 @@ def run_rollout(
             if want:
                 t0 = clock()
                 got = actor.values(want, [streams.current(i) for i in want])
-                share(want, clock() - t0)
+                spent = clock() - t0
+                inference += spent
+                share(want, spent)
                 values = dict(zip(want, got))
         t0 = clock()
         sink.finish(values)
-        times.write += clock() - t0
+        write += clock() - t0
+        times.inference, times.env_step, times.write = inference, env_step, write
     return times
 
 
