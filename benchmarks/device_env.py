@@ -106,8 +106,10 @@ def parts(num_envs: int, repeats: int = 5) -> Dict[str, float]:
 
     env, params = make_gymnax("CartPole-v1")
     reset, step = _vector_functions(env, params)
-    obs, carry = reset(jax.random.split(jax.random.PRNGKey(0), num_envs))
-    action, limit = jnp.zeros(num_envs, jnp.int32), jnp.int32(500)
+    obs, carry = reset(jax.random.PRNGKey(0), num_envs)
+    # Random actions (a fixed draw per step of the scan): the episodes end at different steps, as in a rollout.
+    actions = jax.random.bernoulli(jax.random.PRNGKey(2), 0.5, (100, num_envs)).astype(jnp.int32)
+    action, limit = actions[0], jnp.int32(500)
 
     def best(fn: Callable[[], Any], number: int) -> float:
         fn()
@@ -115,18 +117,18 @@ def parts(num_envs: int, repeats: int = 5) -> Dict[str, float]:
 
     @jax.jit
     def scan_step(c: Any) -> Any:
-        return jax.lax.scan(lambda c, _: (step(c, action, limit)[1], None), c, None, length=100)[0]
+        return jax.lax.scan(lambda c, a: (step(c, a, limit)[1], None), c, actions)[0]
 
     bare = jax.vmap(lambda s, a, k: env.step_env(k, s, a, params)[1], in_axes=(0, 0, None))
     key = jax.random.PRNGKey(1)
 
     @jax.jit
     def scan_bare(s: Any) -> Any:
-        return jax.lax.scan(lambda s, _: (bare(s, action, key), None), s, None, length=100)[0]
+        return jax.lax.scan(lambda s, a: (bare(s, a, key), None), s, actions)[0]
 
     vec = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point")
     vec.reset(seed=0)
-    act_np = np.zeros(num_envs, np.int64)
+    act_np = np.asarray(actions[0]).astype(np.int64)
     out = {
         "jitted step, one call": best(lambda: jax.block_until_ready(step(carry, action, limit)), 200),
         "its compute (in a scan)": best(lambda: jax.block_until_ready(scan_step(carry)), 5) / 100,

@@ -79,6 +79,30 @@ def test_env_steps_next_step_autoreset_with_tensors():
     assert meta.num_envs == 16 and meta.action_space.n == 2 and meta.observation_space.shape == (4,)
 
 
+@pytest.mark.parametrize("resetting", [4, 64], ids=["few rows (gathered)", "every row (selected)"])
+def test_only_done_rows_reset_each_with_its_own_draw(resetting):
+    # 64 rows: the first `resetting` push left every step (CartPole falls in about 10 steps), the rest alternate
+    # (they stay up); a step resets at most 16 rows by gathering them, more by a select over every row.
+    env = GymnaxEnv(_config(64))
+    env.reset(seed=3)
+    action = torch.zeros(64, dtype=torch.int64)
+    prev_done, resets, most = torch.zeros(64, dtype=torch.bool), 0, 0
+    for t in range(40):
+        action[resetting:] = t % 2
+        ret = env.step(PolicyResponse(env.env_id, action=action.clone()))
+        obs, length = ret.observation, ret.info["episode_length"]
+        # every reset row is a fresh CartPole (each coordinate drawn from [-0.05, 0.05]) with its own draw
+        fresh = obs[prev_done]
+        assert torch.all(fresh.abs() <= 0.05) and torch.all(length[prev_done] == 0)
+        assert len({tuple(row.tolist()) for row in fresh}) == len(fresh)
+        # no other row was touched
+        assert torch.all(length[~prev_done] > 0)
+        resets, most = resets + int(prev_done.sum()), max(most, int(prev_done.sum()))
+        prev_done = ret.last_terminated | ret.last_truncated
+    assert resets >= 2 * resetting
+    assert (most <= 16) == (resetting <= 16), f"the step that reset most rows reset {most}"
+
+
 def test_rollout_is_torch_end_to_end_without_numpy():
     """A PPO rollout of the device env (env, actor, record writer) and its record: no tensor is turned into numpy
     and every record tensor is on the env's device (the same monitor trips on the gymnasium backend's rollout, so
