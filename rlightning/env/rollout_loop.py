@@ -103,21 +103,12 @@ def run_rollout(
         nonlocal now, inference, env_step
         if not ids or (not first and stop is not None and stop.is_set()):
             return
-        if len(ids) == 1:  # one stream (an env worker's own rollout): the per-step path, kept short
-            i = ids[0]
-            outs = actor.act(ids, [current(i)])
-            t1 = clock()
-            inference += t1 - now
-            inference_of[i] += t1 - now
-            streams.submit(ids, outs)
-            sent[i] = outs[0]
-        else:
-            outs = actor.act(ids, [current(i) for i in ids])
-            t1 = clock()
-            inference += t1 - now
-            share(ids, t1 - now)
-            streams.submit(ids, outs)
-            sent.update(zip(ids, outs))
+        outs = actor.act(ids, [current(i) for i in ids])
+        t1 = clock()
+        inference += t1 - now
+        share(ids, t1 - now)
+        streams.submit(ids, outs)
+        sent.update(zip(ids, outs))
         now = clock()
         env_step += now - t1
 
@@ -132,6 +123,12 @@ def run_rollout(
 
     ok = False
     try:
+        if len(order) == 1 and not in_flight:  # one stream (an env worker's own rollout): the short path
+            i = order[0]
+            inference, env_step, write, now = _one_stream(i, streams, actor, sink, num_steps, stop, sent, steps)
+            inference_of[i] += inference
+            ok = True
+            return times
         submit(order, first=True)  # a stop asked for before the rollout still lets every stream take one step
         while sent:
             answered, restarted = streams.wait(1 if in_flight else len(sent))
@@ -182,6 +179,50 @@ def run_rollout(
         write += clock() - t0
         times.inference, times.env_step, times.write = inference, env_step, write
     return times
+
+
+def _one_stream(
+    i: str, streams: Any, actor: Any, sink: Any, num_steps: int, stop: Any, sent: Dict[str, Any], steps: Dict[str, int]
+) -> Tuple[float, float, float, float]:
+    """`run_rollout`'s loop for one stream in lock step: the same calls in the same order, without the
+    bookkeeping of several streams (about 4 us a step of an env worker's own rollout). ``sent`` holds the step in
+    flight while the stream runs it (drained by the caller after an error); ``steps[i]`` counts the steps.
+
+    Returns:
+        The loop's inference, env and write seconds, and its last clock reading.
+    """
+    clock = time.perf_counter
+    ids, act, current, submit, wait, write_step = (
+        [i],
+        actor.act,
+        streams.current,
+        streams.submit,
+        streams.wait,
+        sink.write,
+    )
+    inference = env_step = write = 0.0
+    now = clock()
+    for t in range(num_steps):
+        if t and stop is not None and stop.is_set():
+            break
+        outs = act(ids, [current(i)])
+        t1 = clock()
+        inference += t1 - now
+        sent[i] = out = outs[0]
+        submit(ids, outs)
+        answered, restarted = wait(1)
+        del sent[i]
+        now = clock()
+        env_step += now - t1
+        nxt = answered[0][1] if answered else None
+        if nxt is None:  # the stream ended (its env raised): nothing more of it is written
+            break
+        steps[i] = t + 1
+        write_step([(i, t, out, nxt)], restarted)
+        t1 = clock()
+        write += t1 - now
+        now = t1
+    return inference, env_step, write, now
 
 
 class CopyActor:
