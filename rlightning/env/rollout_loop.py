@@ -18,7 +18,8 @@ The three roles, as the loop calls them (``ids`` and ``rets`` are aligned lists)
     streams.submit(ids, outs)                  # start a step of each with the actor's outputs
     streams.wait(min_ready) -> answered, restarted
         # answered: (id, next EnvRet) pairs, the next EnvRet None when that stream ended (its env raised in
-        # this process); restarted: ids whose worker was recreated since (their next EnvRet is a reset)
+        # this process); in lock step every submitted stream, in the order submitted; restarted: ids whose
+        # worker was recreated since (their next EnvRet is a reset)
     streams.drain()                            # after an error: let the steps in flight finish
     actor.act(ids, rets) -> outs               # one output per stream (its ``[N, ...]`` action and extras)
     actor.values(ids, rets) -> values          # the critic's values of those EnvRets (the bootstraps)
@@ -85,53 +86,159 @@ def run_rollout(
     order = list(streams.ids())
     rows = {i: int(streams.rows(i)) for i in order}
     times = RolloutTimes(inference_of=dict.fromkeys(order, 0.0), steps_of=dict.fromkeys(order, 0))
-    steps = times.steps_of
-    sent: Dict[str, Any] = {}
-    clock = time.perf_counter
+    sent: Dict[str, Any] = {}  # the outputs each stream is stepping with, while it steps
+    shares = _Shares(rows, times.inference_of)
+    loop = _in_flight if in_flight else _lock_step
+    clocks = [0.0, 0.0, 0.0]  # inference, env step, write
+    ok = False
+    try:
+        loop(order, streams, actor, sink, num_steps, stop, sent, times.steps_of, shares, clocks)
+        ok = True
+    finally:
+        if sent:  # an error while steps were in flight: let them finish so the streams can be used again
+            try:
+                streams.drain()
+            except Exception:  # noqa: BLE001 - the first error is the one raised
+                pass
+        values: Dict[str, Any] = {}
+        if ok:
+            want = [i for i in order if sink.wants_value(i)]
+            if want:
+                t0 = time.perf_counter()
+                got = actor.values(want, [streams.current(i) for i in want])
+                spent = time.perf_counter() - t0
+                clocks[0] += spent
+                shares.add(want, spent)
+                values = dict(zip(want, got))
+        t0 = time.perf_counter()
+        sink.finish(values)
+        clocks[2] += time.perf_counter() - t0
+        times.inference, times.env_step, times.write = clocks
+    return times
 
-    all_rows = sum(rows.values()) or 1
-    fraction = [(i, rows[i] / all_rows) for i in order]  # each stream's share when all of them act
 
-    current = streams.current
-    inference_of = times.inference_of
-    # The loop's own clocks, in locals while it runs (``times`` gets them at the end): every part is timed from
-    # the end of the last one (``now``).
-    now = clock()
-    inference = env_step = write = 0.0
+class _Shares:
+    """Each stream's share of the acting seconds, by rows."""
 
-    def submit(ids: List[str], first: bool = False) -> None:
-        nonlocal now, inference, env_step
-        if not ids or (not first and stop is not None and stop.is_set()):
+    def __init__(self, rows: Dict[str, int], inference_of: Dict[str, float]) -> None:
+        self.rows, self.of = rows, inference_of
+        total = sum(rows.values()) or 1
+        self.everyone = len(rows)
+        self.fraction = [(i, n / total) for i, n in rows.items()]  # each stream's share when all of them act
+
+    def add(self, ids: Sequence[str], spent: float) -> None:
+        of = self.of
+        if len(ids) == self.everyone:  # every stream acted (lock step): the shares are known
+            for i, part in self.fraction:
+                of[i] += spent * part
             return
+        rows = self.rows
+        total = sum(rows[i] for i in ids) or 1
+        for i in ids:
+            of[i] += spent * rows[i] / total
+
+
+def _lock_step(
+    order: List[str],
+    streams: Any,
+    actor: Any,
+    sink: Any,
+    num_steps: int,
+    stop: Any,
+    sent: Dict[str, Any],
+    steps: Dict[str, int],
+    shares: _Shares,
+    clocks: List[float],
+) -> None:
+    """Act for every stream, step them all, wait for all, write: ``num_steps`` times (a stream whose env raised
+    drops out). Kept lean, as it runs every step of an env worker's own rollout: its clocks accumulate in locals
+    and reach ``clocks`` at the end (every part timed from the end of the last one, ``now``); acting seconds
+    while every stream acts are shared by rows once, at the end; ``steps`` is set when a stream drops out and at
+    the end."""
+    clock = time.perf_counter
+    act, current, submit, wait, write_items = actor.act, streams.current, streams.submit, streams.wait, sink.write
+    active = list(order)
+    all_act = True  # every stream acts (until one drops out)
+    inference = env_step = write = acted_all = 0.0
+    t = 0
+    now = clock()
+    try:
+        for t in range(num_steps):
+            if t and stop is not None and stop.is_set():  # a stop before the rollout still lets each take one step
+                break
+            outs = act(active, [current(i) for i in active])
+            t1 = clock()
+            inference += t1 - now
+            if all_act:
+                acted_all += t1 - now
+            else:
+                shares.add(active, t1 - now)
+            sent[active[0]] = outs  # steps in flight (drained after an error)
+            submit(active, outs)
+            answered, restarted = wait(len(active))
+            sent.clear()
+            now = clock()
+            env_step += now - t1
+            # in lock step the answers come in the order submitted; None: the stream ended (its env raised), and
+            # nothing more of it is written
+            items = [(i, t, out, nxt) for (i, nxt), out in zip(answered, outs) if nxt is not None]
+            if len(items) != len(active):  # a stream that ended drops out here
+                kept = {item[0] for item in items}
+                for i in active:
+                    if i not in kept:
+                        steps[i] = t
+                active, all_act = [i for i in active if i in kept], False
+            write_items(items, restarted)
+            t1 = clock()
+            write += t1 - now
+            now = t1
+            if not active:
+                break
+        else:
+            t = num_steps
+    finally:
+        for i in active:
+            steps[i] = t
+        clocks[0] += inference
+        clocks[1] += env_step
+        clocks[2] += write
+        shares.add(order, acted_all)
+
+
+def _in_flight(
+    order: List[str],
+    streams: Any,
+    actor: Any,
+    sink: Any,
+    num_steps: int,
+    stop: Any,
+    sent: Dict[str, Any],
+    steps: Dict[str, int],
+    shares: _Shares,
+    clocks: List[float],
+) -> None:
+    """Submit each stream's next step as soon as its answer is in (acting for those answered at once) and write
+    the answered steps while the next ones run."""
+    clock = time.perf_counter
+    current = streams.current
+    inference = env_step = write = 0.0
+    now = clock()
+
+    def submit(ids: List[str]) -> None:
+        nonlocal now, inference, env_step
         outs = actor.act(ids, [current(i) for i in ids])
         t1 = clock()
         inference += t1 - now
-        share(ids, t1 - now)
-        streams.submit(ids, outs)
+        shares.add(ids, t1 - now)
         sent.update(zip(ids, outs))
+        streams.submit(ids, outs)
         now = clock()
         env_step += now - t1
 
-    def share(ids: Sequence[str], spent: float) -> None:
-        if len(ids) == len(order):  # every stream acted (lock step): the shares are known
-            for i, part in fraction:
-                inference_of[i] += spent * part
-            return
-        total = sum(rows[i] for i in ids) or 1
-        for i in ids:
-            inference_of[i] += spent * rows[i] / total
-
-    ok = False
     try:
-        if len(order) == 1 and not in_flight:  # one stream (an env worker's own rollout): the short path
-            i = order[0]
-            inference, env_step, write, now = _one_stream(i, streams, actor, sink, num_steps, stop, sent, steps)
-            inference_of[i] += inference
-            ok = True
-            return times
-        submit(order, first=True)  # a stop asked for before the rollout still lets every stream take one step
+        submit(order)  # a stop asked for before the rollout still lets every stream take one step
         while sent:
-            answered, restarted = streams.wait(1 if in_flight else len(sent))
+            answered, restarted = streams.wait(1)
             t1 = clock()
             env_step += t1 - now
             now = t1
@@ -146,83 +253,19 @@ def run_rollout(
                 steps[i] = t = t + 1
                 if t < num_steps:
                     again.append(i)
-            if again != order:  # worker order: a seeded run acts in the same order
-                keep = set(again)
-                again = [i for i in order if i in keep]
-            if in_flight:
+            if again and (stop is None or not stop.is_set()):
+                if len(again) > 1:  # worker order: a seeded run acts in the same order
+                    keep = set(again)
+                    again = [i for i in order if i in keep]
                 submit(again)
             sink.write(items, restarted)
             t1 = clock()
             write += t1 - now
             now = t1
-            if not in_flight:
-                submit(again)
-        ok = True
     finally:
-        if sent:  # an error while steps were in flight: let them finish so the streams can be used again
-            try:
-                streams.drain()
-            except Exception:  # noqa: BLE001 - the first error is the one raised
-                pass
-        values: Dict[str, Any] = {}
-        if ok:
-            want = [i for i in order if sink.wants_value(i)]
-            if want:
-                t0 = clock()
-                got = actor.values(want, [streams.current(i) for i in want])
-                spent = clock() - t0
-                inference += spent
-                share(want, spent)
-                values = dict(zip(want, got))
-        t0 = clock()
-        sink.finish(values)
-        write += clock() - t0
-        times.inference, times.env_step, times.write = inference, env_step, write
-    return times
-
-
-def _one_stream(
-    i: str, streams: Any, actor: Any, sink: Any, num_steps: int, stop: Any, sent: Dict[str, Any], steps: Dict[str, int]
-) -> Tuple[float, float, float, float]:
-    """`run_rollout`'s loop for one stream in lock step: the same calls in the same order, without the
-    bookkeeping of several streams (about 4 us a step of an env worker's own rollout). ``sent`` holds the step in
-    flight while the stream runs it (drained by the caller after an error); ``steps[i]`` counts the steps.
-
-    Returns:
-        The loop's inference, env and write seconds, and its last clock reading.
-    """
-    clock = time.perf_counter
-    ids, act, current, submit, wait, write_step = (
-        [i],
-        actor.act,
-        streams.current,
-        streams.submit,
-        streams.wait,
-        sink.write,
-    )
-    inference = env_step = write = 0.0
-    now = clock()
-    for t in range(num_steps):
-        if t and stop is not None and stop.is_set():
-            break
-        outs = act(ids, [current(i)])
-        t1 = clock()
-        inference += t1 - now
-        sent[i] = out = outs[0]
-        submit(ids, outs)
-        answered, restarted = wait(1)
-        del sent[i]
-        now = clock()
-        env_step += now - t1
-        nxt = answered[0][1] if answered else None
-        if nxt is None:  # the stream ended (its env raised): nothing more of it is written
-            break
-        steps[i] = t + 1
-        write_step([(i, t, out, nxt)], restarted)
-        t1 = clock()
-        write += t1 - now
-        now = t1
-    return inference, env_step, write, now
+        clocks[0] += inference
+        clocks[1] += env_step
+        clocks[2] += write
 
 
 class CopyActor:
