@@ -33,6 +33,16 @@ one ``[N, T + 1]`` array; trees that have ``add_rollout``)::
 
     python benchmarks/ab_inprocess.py rollout --trees <old tree>,<new tree> --kinds cartpole,image
 
+``collect`` loads the rlightning of several trees into one process and times the local rollout itself
+(``RolloutWorker.collect`` of one worker, the lock-step collect of several: ``local_rollout.collect_local``,
+or ``lockstep.collect_together`` in trees before issue 32) on ``W`` workers of ``N`` CartPoles with a PPO acting
+copy, the trees alternating in each round (the order reversed every other round), in CPU seconds; it prints
+each tree's median microseconds per vector step and the median (and quartiles) of the per-round speed
+relative to the first tree. Give a tree twice (a second path to it, a symlink) for the noise floor::
+
+    python benchmarks/ab_inprocess.py collect --trees <old tree>,<old tree again>,<new tree> --cases 1x8,2x64 \
+        --rollouts 10 --rounds 15
+
 ``iterations`` times whole iterations of a preset (``engine.step()``, one torch thread, logging off) for
 each tree in its own process, the trees alternating round by round, and prints each tree's CPU ms per
 iteration and the median per-round ratio to the first tree (``--warm`` iterations first, untimed)::
@@ -48,6 +58,7 @@ import os
 import statistics
 import sys
 import time
+from typing import List
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -397,6 +408,130 @@ with tempfile.TemporaryDirectory() as run_dir:
 """
 
 
+def _labels(trees) -> List[str]:
+    """Each tree's commit (its short hash; "again" for a second path to the same tree): no paths in results."""
+    import subprocess
+
+    out: List[str] = []
+    for tree in trees:
+        try:
+            rev = subprocess.run(
+                ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            dirty = subprocess.run(
+                ["git", "-C", tree, "status", "--porcelain", "--", "rlightning"], capture_output=True, text=True
+            ).stdout.strip()
+            label = rev + ("+changes" if dirty else "")
+        except (OSError, subprocess.CalledProcessError):
+            label = f"tree {len(out) + 1}"
+        while label in out:
+            label += " (again)"
+        out.append(label)
+    return out
+
+
+def collect(trees, cases, rollouts: int, rounds: int, steps: int = 128, save: bool = False) -> None:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    labels = _labels(trees)
+    rows: List[List[str]] = []
+    raw: dict = {}
+    for case in cases:
+        w, n = (int(x) for x in case.split("x"))
+        runs = [_collect_tree(tree, w, n, steps) for tree in trees]
+        per_step: List[List[float]] = [[] for _ in trees]
+        speed: List[List[float]] = [[] for _ in trees]
+        for r in range(rounds):
+            order = list(range(len(trees)))[:: 1 if r % 2 == 0 else -1]
+            got = {k: runs[k](rollouts) for k in order}
+            for k in range(len(trees)):
+                per_step[k].append(got[k] / (rollouts * steps) * 1e6)
+                speed[k].append(got[0] / got[k])
+        for k, tree in enumerate(trees):
+            q1, q3 = np.percentile(speed[k], [25, 75])
+            print(
+                f"collect {case} {tree}: {statistics.median(per_step[k]):.2f} us per vector step; speed / "
+                f"{trees[0]} median {statistics.median(speed[k]):.3f} (quartiles {q1:.3f}, {q3:.3f})",
+                flush=True,
+            )
+            rows.append(
+                [case, labels[k], f"{statistics.median(per_step[k]):.2f}", f"{statistics.median(speed[k]):.3f}"]
+                + [f"{q1:.3f}", f"{q3:.3f}"]
+            )
+            raw.setdefault(case, {})[labels[k]] = {"us_per_step": per_step[k], "speed": speed[k]}
+    if save:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from benchmarks import report
+
+        head = "| case | tree | us per vector step | speed / first tree | q1 | q3 |\n|---|---|---|---|---|---|\n"
+        table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
+        text = (
+            f"CPU seconds per local rollout ({steps} steps, {rollouts} per tree per round, {rounds} rounds, the trees "
+            "alternating in one process); speed: the first tree's time over each tree's, median over rounds\n\n"
+        )
+        command = (
+            "python benchmarks/ab_inprocess.py collect --trees <first>,<first again>,<other> "
+            f"--cases {','.join(cases)} --rollouts {rollouts} --rounds {rounds} --save"
+        )
+        report.save(
+            "ab_collect",
+            "In-process A/B of the local rollout (collect) between trees",
+            text + table,
+            data=raw,
+            command=command,
+        )
+
+
+def _collect_tree(tree: str, w: int, n: int, steps: int):
+    """``tree``'s local rollout of ``w`` workers of ``n`` CartPoles as ``run(rollouts) -> CPU seconds``; the tree's
+    modules are swapped into ``sys.modules`` around each run (the rollout imports some of them when it runs)."""
+    import importlib
+
+    saved = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+    for k in saved:
+        del sys.modules[k]
+    sys.path.insert(0, os.path.abspath(tree))
+    try:
+        rw = importlib.import_module("rlightning.env.rollout_worker")
+        gym_env = importlib.import_module("rlightning.env.gym_env")
+        ppo = importlib.import_module("rlightning.policy.algorithms.ppo")
+        config = importlib.import_module("rlightning.utils.config")
+        try:
+            together = importlib.import_module("rlightning.env.local_rollout").collect_local
+        except ImportError:  # the tree before issue 32
+            together = importlib.import_module("rlightning.env.lockstep").collect_together
+        workers = []
+        for i in range(w):
+            worker = rw.RolloutWorker(gym_env.GymnasiumEnv, config.EnvConfig(name="CartPole-v1", num_envs=n), i)
+            policy_config = config.PolicyConfig(type="ppo", hidden_sizes=[64, 64])
+            worker.attach_policy(ppo.PPOPolicy.acting_copy_factory(policy_config, worker.get_metadata(), 0))
+            worker.reset(seed=i)
+            workers.append(worker)
+        mine = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+    finally:
+        sys.path.remove(os.path.abspath(tree))
+        for k in [k for k in sys.modules if k == "rlightning" or k.startswith("rlightning.")]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+
+    def run(rollouts: int) -> float:
+        before = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+        sys.modules.update(mine)
+        try:
+            one = (lambda: workers[0].collect(steps)) if w == 1 else (lambda: together(workers, steps))
+            one()  # untimed: the first rollout after the other trees ran
+            t0 = time.process_time()
+            for _ in range(rollouts):
+                one()
+            return time.process_time() - t0
+        finally:
+            sys.modules.update(before)
+
+    return run
+
+
 def iterations(trees, preset: str, warm: int, iters: int, rounds: int) -> None:
     import subprocess
 
@@ -426,7 +561,7 @@ def iterations(trees, preset: str, warm: int, iters: int, rounds: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("item", choices=["sampling", "raystep", "buffer", "transition", "rollout", "iterations"])
+    p.add_argument("item", choices=["sampling", "raystep", "buffer", "transition", "rollout", "collect", "iterations"])
     p.add_argument("--trees", default="", help="transition: comma-separated trees (the first is the reference)")
     p.add_argument("--envs", default="1,64", help="transition: sub-envs per step")
     p.add_argument("--calls", type=int, default=2000, help="transition: calls per tree per round (rollout: / 200)")
@@ -435,6 +570,8 @@ def main() -> None:
     p.add_argument("--kinds", default="cartpole,image", help="buffer kinds")
     p.add_argument("--seconds", type=float, default=0.5, help="seconds per sampling window")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rollouts", type=int, default=10, help="collect: timed rollouts per tree per round")
+    p.add_argument("--save", action="store_true", help="collect: write a results file (ab_collect)")
     p.add_argument("--preset", default="mountaincar_sac", help="iterations: the preset")
     p.add_argument("--warm", type=int, default=40, help="iterations: untimed iterations first")
     p.add_argument("--iters", type=int, default=40, help="iterations: timed iterations per round")
@@ -447,6 +584,10 @@ def main() -> None:
         sampling(label, a.cases.split(","), a.seconds, a.rounds, a.clock)
     elif a.item == "raystep":
         raystep(label, a.cases.split(","), a.seconds, a.rounds)
+    elif a.item == "collect":
+        if not a.trees:
+            p.error("collect needs --trees <reference tree>,<other tree>[,...]")
+        collect(a.trees.split(","), a.cases.split(","), a.rollouts, a.rounds, save=a.save)
     elif a.item == "iterations":
         if not a.trees:
             p.error("iterations needs --trees <reference tree>,<other tree>[,...]")
