@@ -77,3 +77,52 @@ def test_the_default_timeout_comes_from_the_measured_times():
     assert recovery.timeout_for("collect") == pytest.approx(100 * 1.45)
     recovery.step_timeout_s = 5.0  # an explicit env.step_timeout_s wins
     assert recovery.timeout_for("collect") == 5.0
+
+
+@pytest.mark.ray
+def test_one_bounded_get_resolves_a_raised_a_hung_and_a_healthy_call(ray_runtime):
+    # The calls of one lock step: worker a's env raised, b hangs, c answers. One ray.get bounded by the
+    # timeout (no ray.wait first); a is recovered, b is timed out within the timeout, c's answer is kept.
+    import time
+    from types import SimpleNamespace
+
+    import ray
+
+    @ray.remote
+    def answer(kind):
+        if kind == "raise":
+            raise ValueError("the env raised")
+        if kind == "hang":
+            time.sleep(60)
+        return "stepped"
+
+    seen = []
+
+    class Recorded(WorkerRecovery):
+        def time_out(self, slot, method, timeout):
+            seen.append(("timeout", slot.env_id, timeout))
+            return "reset " + slot.env_id
+
+        def recover(self, slot, err, method):
+            seen.append(("recover", slot.env_id, type(err).__name__))
+            return "reset " + slot.env_id
+
+    ray.get([answer.remote("ok") for _ in range(3)])  # the task workers started: the calls below run at once
+    recovery = Recorded(GroupStats(["a", "b", "c"]), lambda slot: None, lambda slot: None)
+    recovery.remote, recovery.step_timeout_s = True, 3.0
+    slots = [SimpleNamespace(env_id=i, failures=1) for i in "abc"]
+    start = time.perf_counter()
+    replaced = {}
+    calls = [answer.remote(k) for k in ("raise", "hang", "ok")]
+    try:
+        out = recovery.resolve(slots, calls, replaced)
+    finally:
+        ray.cancel(calls[1], force=True)
+    assert out == ["reset a", "reset b", "stepped"] and set(replaced) == {0, 1}, seen
+    assert seen[0][:2] == ("recover", "a") and "ValueError" in seen[0][2] and seen[1] == ("timeout", "b", 3.0)
+    assert time.perf_counter() - start < 10  # b was not waited for (it sleeps 60 s)
+    assert slots[2].failures == 0  # the healthy call forgives earlier failures
+
+    # every call healthy: one bounded ray.get, the time recorded for the derived timeout
+    out = recovery.resolve(slots, [answer.remote("ok") for _ in range(3)])
+    assert out == ["stepped"] * 3 and recovery._durations["step"]  # noqa: SLF001
