@@ -246,24 +246,39 @@ def _buffer_kind(torch, ReplayBuffer, BufferConfig, label: str, kind: str, round
     print(f"{label} buffer sample {kind}: ours / limit median {statistics.median(ratios):.2f} ({per})", flush=True)
 
 
-def _load_tree(tree: str) -> dict:
-    """Import ``tree``'s rlightning apart from any other tree's: its Storage, EnvRet and PolicyResponse."""
+def _ours() -> dict:
+    return {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+
+
+def _apart(tree: str, build):
+    """``build(import_module)`` with ``tree``'s rlightning imported apart from any other tree's; returns what it
+    built and the tree's modules (``sys.modules`` entries, to swap in when the tree runs code that imports
+    lazily)."""
     import importlib
 
-    saved = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+    saved = _ours()
     for k in saved:
         del sys.modules[k]
     sys.path.insert(0, os.path.abspath(tree))
     try:
-        storage = importlib.import_module("rlightning.buffer.utils.storage")
-        types = importlib.import_module("rlightning.types")
-        mine = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+        built = build(importlib.import_module)
+        mine = _ours()
     finally:
         sys.path.remove(os.path.abspath(tree))
-        for k in mine:
+        for k in _ours():
             del sys.modules[k]
         sys.modules.update(saved)
-    return {"Storage": storage.Storage, "EnvRet": types.EnvRet, "PolicyResponse": types.PolicyResponse}
+    return built, mine
+
+
+def _load_tree(tree: str) -> dict:
+    """Import ``tree``'s rlightning apart from any other tree's: its Storage, EnvRet and PolicyResponse."""
+
+    def build(imp):
+        storage, types = imp("rlightning.buffer.utils.storage"), imp("rlightning.types")
+        return {"Storage": storage.Storage, "EnvRet": types.EnvRet, "PolicyResponse": types.PolicyResponse}
+
+    return _apart(tree, build)[0]
 
 
 def transition(trees, envs, calls: int, rounds: int) -> None:
@@ -487,21 +502,14 @@ def collect(trees, cases, rollouts: int, rounds: int, steps: int = 128, save: bo
 def _collect_tree(tree: str, w: int, n: int, steps: int):
     """``tree``'s local rollout of ``w`` workers of ``n`` CartPoles as ``run(rollouts) -> CPU seconds``; the tree's
     modules are swapped into ``sys.modules`` around each run (the rollout imports some of them when it runs)."""
-    import importlib
 
-    saved = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
-    for k in saved:
-        del sys.modules[k]
-    sys.path.insert(0, os.path.abspath(tree))
-    try:
-        rw = importlib.import_module("rlightning.env.rollout_worker")
-        gym_env = importlib.import_module("rlightning.env.gym_env")
-        ppo = importlib.import_module("rlightning.policy.algorithms.ppo")
-        config = importlib.import_module("rlightning.utils.config")
+    def build(imp):
+        rw, gym_env = imp("rlightning.env.rollout_worker"), imp("rlightning.env.gym_env")
+        ppo, config = imp("rlightning.policy.algorithms.ppo"), imp("rlightning.utils.config")
         try:
-            together = importlib.import_module("rlightning.env.local_rollout").collect_local
+            together = imp("rlightning.env.local_rollout").collect_local
         except ImportError:  # the tree before issue 32
-            together = importlib.import_module("rlightning.env.lockstep").collect_together
+            together = imp("rlightning.env.lockstep").collect_together
         workers = []
         for i in range(w):
             worker = rw.RolloutWorker(gym_env.GymnasiumEnv, config.EnvConfig(name="CartPole-v1", num_envs=n), i)
@@ -509,15 +517,12 @@ def _collect_tree(tree: str, w: int, n: int, steps: int):
             worker.attach_policy(ppo.PPOPolicy.acting_copy_factory(policy_config, worker.get_metadata(), 0))
             worker.reset(seed=i)
             workers.append(worker)
-        mine = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
-    finally:
-        sys.path.remove(os.path.abspath(tree))
-        for k in [k for k in sys.modules if k == "rlightning" or k.startswith("rlightning.")]:
-            del sys.modules[k]
-        sys.modules.update(saved)
+        return workers, together
+
+    (workers, together), mine = _apart(tree, build)
 
     def run(rollouts: int) -> float:
-        before = {k: v for k, v in sys.modules.items() if k == "rlightning" or k.startswith("rlightning.")}
+        before = _ours()
         sys.modules.update(mine)
         try:
             one = (lambda: workers[0].collect(steps)) if w == 1 else (lambda: together(workers, steps))
