@@ -86,13 +86,12 @@ def run_rollout(
     order = list(streams.ids())
     rows = {i: int(streams.rows(i)) for i in order}
     times = RolloutTimes(inference_of=dict.fromkeys(order, 0.0), steps_of=dict.fromkeys(order, 0))
-    sent: Dict[str, Any] = {}  # the outputs each stream is stepping with, while it steps
     shares = _Shares(rows, times.inference_of)
-    loop = _in_flight if in_flight else _lock_step
-    clocks = [0.0, 0.0, 0.0]  # inference, env step, write
+    run = _Run(order, streams, actor, sink, num_steps, stop, {}, times.steps_of, shares, [0.0, 0.0, 0.0])
+    sent, clocks = run.sent, run.clocks
     ok = False
     try:
-        loop(order, streams, actor, sink, num_steps, stop, sent, times.steps_of, shares, clocks)
+        (_in_flight if in_flight else _lock_step)(run)
         ok = True
     finally:
         if sent:  # an error while steps were in flight: let them finish so the streams can be used again
@@ -117,6 +116,24 @@ def run_rollout(
     return times
 
 
+@dataclass
+class _Run:
+    """What `run_rollout`'s two schedules (`_lock_step`, `_in_flight`) share: the roles, the bounds, and what they
+    fill in (``sent``: the outputs each stream is stepping with, while it steps; ``steps``: each stream's steps;
+    ``clocks``: inference, env step and write seconds)."""
+
+    order: List[str]
+    streams: Any
+    actor: Any
+    sink: Any
+    num_steps: int
+    stop: Any
+    sent: Dict[str, Any]
+    steps: Dict[str, int]
+    shares: _Shares
+    clocks: List[float]
+
+
 class _Shares:
     """Each stream's share of the acting seconds, by rows."""
 
@@ -138,32 +155,22 @@ class _Shares:
             of[i] += spent * rows[i] / total
 
 
-def _lock_step(
-    order: List[str],
-    streams: Any,
-    actor: Any,
-    sink: Any,
-    num_steps: int,
-    stop: Any,
-    sent: Dict[str, Any],
-    steps: Dict[str, int],
-    shares: _Shares,
-    clocks: List[float],
-) -> None:
+def _lock_step(r: _Run) -> None:
     """Act for every stream, step them all, wait for all, write: ``num_steps`` times (a stream whose env raised
     drops out). Kept lean, as it runs every step of an env worker's own rollout: its clocks accumulate in locals
     and reach ``clocks`` at the end (every part timed from the end of the last one, ``now``); acting seconds
     while every stream acts are shared by rows once, at the end; ``steps`` is set when a stream drops out and at
     the end."""
+    streams, sent, steps, stop = r.streams, r.sent, r.steps, r.stop
     clock = time.perf_counter
-    act, current, submit, wait, write_items = actor.act, streams.current, streams.submit, streams.wait, sink.write
-    active = list(order)
+    act, current, submit, wait, write_items = r.actor.act, streams.current, streams.submit, streams.wait, r.sink.write
+    active = list(r.order)
     all_act = True  # every stream acts (until one drops out)
     inference = env_step = write = acted_all = 0.0
     t = 0
     now = clock()
     try:
-        for t in range(num_steps):
+        for t in range(r.num_steps):
             if t and stop is not None and stop.is_set():  # a stop before the rollout still lets each take one step
                 break
             outs = act(active, [current(i) for i in active])
@@ -172,7 +179,7 @@ def _lock_step(
             if all_act:
                 acted_all += t1 - now
             else:
-                shares.add(active, t1 - now)
+                r.shares.add(active, t1 - now)
             sent[active[0]] = outs  # steps in flight (drained after an error)
             submit(active, outs)
             answered, restarted = wait(len(active))
@@ -195,30 +202,20 @@ def _lock_step(
             if not active:
                 break
         else:
-            t = num_steps
+            t = r.num_steps
     finally:
         for i in active:
             steps[i] = t
-        clocks[0] += inference
-        clocks[1] += env_step
-        clocks[2] += write
-        shares.add(order, acted_all)
+        r.clocks[0] += inference
+        r.clocks[1] += env_step
+        r.clocks[2] += write
+        r.shares.add(r.order, acted_all)
 
 
-def _in_flight(
-    order: List[str],
-    streams: Any,
-    actor: Any,
-    sink: Any,
-    num_steps: int,
-    stop: Any,
-    sent: Dict[str, Any],
-    steps: Dict[str, int],
-    shares: _Shares,
-    clocks: List[float],
-) -> None:
+def _in_flight(r: _Run) -> None:
     """Submit each stream's next step as soon as its answer is in (acting for those answered at once) and write
     the answered steps while the next ones run."""
+    streams, sent, steps, stop = r.streams, r.sent, r.steps, r.stop
     clock = time.perf_counter
     current = streams.current
     inference = env_step = write = 0.0
@@ -226,17 +223,17 @@ def _in_flight(
 
     def submit(ids: List[str]) -> None:
         nonlocal now, inference, env_step
-        outs = actor.act(ids, [current(i) for i in ids])
+        outs = r.actor.act(ids, [current(i) for i in ids])
         t1 = clock()
         inference += t1 - now
-        shares.add(ids, t1 - now)
+        r.shares.add(ids, t1 - now)
         sent.update(zip(ids, outs))
         streams.submit(ids, outs)
         now = clock()
         env_step += now - t1
 
     try:
-        submit(order)  # a stop asked for before the rollout still lets every stream take one step
+        submit(r.order)  # a stop asked for before the rollout still lets every stream take one step
         while sent:
             answered, restarted = streams.wait(1)
             t1 = clock()
@@ -251,21 +248,21 @@ def _in_flight(
                 t = steps[i]
                 items.append((i, t, out, nxt))
                 steps[i] = t = t + 1
-                if t < num_steps:
+                if t < r.num_steps:
                     again.append(i)
             if again and (stop is None or not stop.is_set()):
                 if len(again) > 1:  # worker order: a seeded run acts in the same order
                     keep = set(again)
-                    again = [i for i in order if i in keep]
+                    again = [i for i in r.order if i in keep]
                 submit(again)
-            sink.write(items, restarted)
+            r.sink.write(items, restarted)
             t1 = clock()
             write += t1 - now
             now = t1
     finally:
-        clocks[0] += inference
-        clocks[1] += env_step
-        clocks[2] += write
+        r.clocks[0] += inference
+        r.clocks[1] += env_step
+        r.clocks[2] += write
 
 
 class CopyActor:
