@@ -292,10 +292,10 @@ class GroupActor:
 class _GroupStreams:
     """The env group's workers as the rollout loop's streams.
 
-    Lock step: a submitted step runs at `wait` (one ``EnvGroup.step`` for all). In flight: `submit` sends the
-    steps (``step_async``) and `wait` returns the first one answered (``collect_async``); asking Ray which
-    others are ready too is one more ``ray.wait``, which cost the per-step layout 3-4 % at 2x64, and the step
-    submitted last is rarely done by then. A worker that died or whose env raised comes back with its reset
+    Lock step: `step` is one ``EnvGroup.step`` for all. In flight: `submit` sends the steps (``step_async``) and
+    `wait` returns the first one answered (``collect_async``); asking Ray which others are ready too is one more
+    ``ray.wait``, which cost the per-step layout 3-4 % at 2x64, and the step submitted last is rarely done by
+    then. A worker that died or whose env raised comes back with its reset
     EnvRet and is reported restarted.
     """
 
@@ -305,7 +305,6 @@ class _GroupStreams:
         self._order = list(env_rets.ids())
         self._current = dict(env_rets.items())
         self._rows = {i: int(start_done_flags(ret).shape[0]) for i, ret in self._current.items()}
-        self._pending: Optional[BatchedData] = None
         self._sent = 0
 
     def ids(self) -> List[str]:
@@ -321,25 +320,23 @@ class _GroupStreams:
         """Every worker's current EnvRet, in worker order."""
         return BatchedData(self._order, [self._current[i] for i in self._order])
 
+    def step(self, ids: Sequence[str], resps: Sequence[Any]) -> Tuple[List[Tuple[str, Any]], List[str]]:
+        ready = self.env_group.step(BatchedData(list(ids), list(resps)))
+        self._current.update(ready.items())
+        return list(ready.items()), self.env_group.pop_restarted_env_ids()
+
     def submit(self, ids: Sequence[str], resps: Sequence[Any]) -> None:
-        batch = BatchedData(list(ids), list(resps))
-        if self.in_flight:
-            self.env_group.step_async(batch)
-            self._sent += len(ids)
-        else:
-            self._pending = batch
+        self.env_group.step_async(BatchedData(list(ids), list(resps)))
+        self._sent += len(ids)
 
     def wait(self, min_ready: int) -> Tuple[List[Tuple[str, Any]], List[str]]:
-        if self.in_flight:
-            ready = self.env_group.collect_async(min_ready=1, gather_ready=False)
-            self._sent -= len(ready)
-        else:
-            ready, self._pending = self.env_group.step(self._pending), None
+        ready = self.env_group.collect_async(min_ready=1, gather_ready=False)
+        self._sent -= len(ready)
         self._current.update(ready.items())
         return list(ready.items()), self.env_group.pop_restarted_env_ids()
 
     def drain(self) -> None:
-        if self.in_flight and self._sent:
+        if self._sent:
             ready = self.env_group.collect_async(min_ready=self._sent)
             self._current.update(ready.items())
             self._sent = 0

@@ -239,11 +239,16 @@ class GymnasiumEnv(BaseEnv):
             ValueError: the action is outside the action space (env id, value and space named),
                 the response answers another env, or the env was never reset.
         """
-        self.check_policy_resp(policy_resp)
+        if type(policy_resp) is not PolicyResponse or policy_resp.env_id not in (None, self.env_id):
+            self.check_policy_resp(policy_resp)  # raises
         if self._needs_reset:
             raise caller_error(ValueError(f"env {self.env_id}: step() before reset(); call reset() first"))
         try:
-            action = self._check_action(self.preprocess_fn(policy_resp))
+            action = getattr(policy_resp, "action", None)
+            if type(action) is np.ndarray and self.preprocess_fn is default_env_preprocess_fn:
+                action = self._check_action(action)  # the array the default would return
+            else:
+                action = self._check_action(self.preprocess_fn(policy_resp))
         except Exception as err:  # noqa: BLE001 - a bad action or preprocess_fn is the caller's bug
             caller_error(err)
             raise

@@ -18,19 +18,18 @@ from rlightning.env.utils.episodes import episode_report
 from rlightning.env.utils.multi_agent_writer import agent_episode_report
 from rlightning.env.utils.record_writer import RecordWriter
 from rlightning.env.utils.tensor_record_writer import TensorRecordWriter
-from rlightning.types import EnvRet, PolicyResponse
+from rlightning.types import PolicyResponse
 
 __all__ = ["collect_local"]
 
 
 class _LocalStreams:
     """Env workers in this process as the rollout loop's streams (stepped one after another) and as the sink of
-    their own runs: `submit` steps each worker's env, `write` writes each answered step into its worker's record
+    their own runs: `step` steps each worker's env, `write` writes each answered step into its worker's record
     and counts the episodes that ended."""
 
     def __init__(self, workers: Sequence[RolloutWorker], runs: Sequence[_Rollout]) -> None:
         self._of = {w.env_id: (w, run) for w, run in zip(workers, runs)}
-        self._answered: List[Tuple[str, Optional[EnvRet]]] = []
         self._last: Dict[str, Dict[str, Any]] = {}
         self.actor: Optional[CopyActor] = None
 
@@ -43,10 +42,11 @@ class _LocalStreams:
     def current(self, env_id: str) -> Any:
         return self._of[env_id][1].env_ret
 
-    def submit(self, ids: Sequence[str], outs: Sequence[Dict[str, Any]]) -> None:
-        """Step each worker's env with its outputs (``action`` and extras, ``[N, ...]``). An exception of the env's
-        own ``step`` ends that worker's run (its ``error``; answered None); the caller's errors are raised."""
-        answered = self._answered
+    def step(self, ids: Sequence[str], outs: Sequence[Dict[str, Any]]) -> Tuple[List[Tuple[str, Any]], Sequence[str]]:
+        """Step each worker's env with its outputs (``action`` and extras, ``[N, ...]``), one after another. An
+        exception of the env's own ``step`` ends that worker's run (its ``error``; answered None); the caller's
+        errors are raised."""
+        answered = []
         for env_id, out in zip(ids, outs):
             worker, run = self._of[env_id]
             try:
@@ -59,13 +59,7 @@ class _LocalStreams:
             else:
                 worker._current = run.env_ret = env_ret  # whatever fails next, the env moved on
             answered.append((env_id, env_ret))
-
-    def wait(self, min_ready: int) -> Tuple[List[Tuple[str, Any]], Sequence[str]]:
-        answered, self._answered = self._answered, []
         return answered, ()
-
-    def drain(self) -> None:
-        self._answered = []
 
     def write(self, items: Sequence[tuple], restarted: Sequence[str]) -> None:
         """Write step ``t`` of each item: the outputs acted on and the EnvRet the env answered; count the episodes

@@ -15,12 +15,14 @@ answered step written by a *sink*:
 The three roles, as the loop calls them (``ids`` and ``rets`` are aligned lists)::
 
     streams.ids() / rows(id) / current(id)     # the streams, their rows N, the EnvRet each stands at
-    streams.submit(ids, outs)                  # start a step of each with the actor's outputs
-    streams.wait(min_ready) -> answered, restarted
-        # answered: (id, next EnvRet) pairs, the next EnvRet None when that stream ended (its env raised in
-        # this process); in lock step every submitted stream, in the order submitted; restarted: ids whose
-        # worker was recreated since (their next EnvRet is a reset)
-    streams.drain()                            # after an error: let the steps in flight finish
+    streams.step(ids, outs) -> answered, restarted
+        # lock step: step each with the actor's outputs and wait for all (nothing is left in flight when it
+        # returns or raises); answered: (id, next EnvRet) pairs in the order given, the next EnvRet None when
+        # that stream ended (its env raised in this process), current(id) is then its answer; restarted: ids
+        # whose worker was recreated since (their next EnvRet is a reset)
+    streams.submit(ids, outs)                  # in flight: start a step of each
+    streams.wait(min_ready) -> answered, restarted   # in flight: at least min_ready of the steps submitted
+    streams.drain()                            # in flight, after an error: let the steps in flight finish
     actor.act(ids, rets) -> outs               # one output per stream (its ``[N, ...]`` action and extras)
     actor.values(ids, rets) -> values          # the critic's values of those EnvRets (the bootstraps)
     sink.write(items, restarted)               # items: (id, t, out, next EnvRet) of one wait
@@ -119,8 +121,8 @@ def run_rollout(
 @dataclass
 class _Run:
     """What `run_rollout`'s two schedules (`_lock_step`, `_in_flight`) share: the roles, the bounds, and what they
-    fill in (``sent``: the outputs each stream is stepping with, while it steps; ``steps``: each stream's steps;
-    ``clocks``: inference, env step and write seconds)."""
+    fill in (``sent``: in flight, the outputs each stream is stepping with, while it steps; ``steps``: each
+    stream's steps; ``clocks``: inference, env step and write seconds)."""
 
     order: List[str]
     streams: Any
@@ -161,10 +163,11 @@ def _lock_step(r: _Run) -> None:
     and reach ``clocks`` at the end (every part timed from the end of the last one, ``now``); acting seconds
     while every stream acts are shared by rows once, at the end; ``steps`` is set when a stream drops out and at
     the end."""
-    streams, sent, steps, stop = r.streams, r.sent, r.steps, r.stop
+    streams, steps, stop = r.streams, r.steps, r.stop
     clock = time.perf_counter
-    act, current, submit, wait, write_items = r.actor.act, streams.current, streams.submit, streams.wait, r.sink.write
+    act, step, write_items = r.actor.act, streams.step, r.sink.write
     active = list(r.order)
+    rets = [streams.current(i) for i in active]  # after each wait: the answers (what `current` stands at then)
     all_act = True  # every stream acts (until one drops out)
     inference = env_step = write = acted_all = 0.0
     t = 0
@@ -173,22 +176,24 @@ def _lock_step(r: _Run) -> None:
         for t in range(r.num_steps):
             if t and stop is not None and stop.is_set():  # a stop before the rollout still lets each take one step
                 break
-            outs = act(active, [current(i) for i in active])
+            outs = act(active, rets)
             t1 = clock()
             inference += t1 - now
             if all_act:
                 acted_all += t1 - now
             else:
                 r.shares.add(active, t1 - now)
-            sent[active[0]] = outs  # steps in flight (drained after an error)
-            submit(active, outs)
-            answered, restarted = wait(len(active))
-            sent.clear()
+            answered, restarted = step(active, outs)
             now = clock()
             env_step += now - t1
-            # in lock step the answers come in the order submitted; None: the stream ended (its env raised), and
+            # the answers come in the order given; None: the stream ended (its env raised), and
             # nothing more of it is written
-            items = [(i, t, out, nxt) for (i, nxt), out in zip(answered, outs) if nxt is not None]
+            items = []
+            rets = []
+            for (i, nxt), out in zip(answered, outs):
+                if nxt is not None:
+                    items.append((i, t, out, nxt))
+                    rets.append(nxt)
             if len(items) != len(active):  # a stream that ended drops out here
                 kept = {item[0] for item in items}
                 for i in active:
