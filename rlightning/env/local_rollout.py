@@ -64,6 +64,7 @@ class _LocalStreams:
     def write(self, items: Sequence[tuple], restarted: Sequence[str]) -> None:
         """Write step ``t`` of each item: the outputs acted on and the EnvRet the env answered; count the episodes
         that ended."""
+        count = np.count_nonzero
         for env_id, t, out, env_ret in items:
             run = self._of[env_id][1]
             writer, term, trunc = run.writer, env_ret.last_terminated, env_ret.last_truncated
@@ -77,9 +78,8 @@ class _LocalStreams:
                 caller_error(err)
                 raise
             if plain and type(term) is np.ndarray and type(trunc) is np.ndarray:
-                done = term | trunc
-                if done.any():
-                    returns, lengths = episode_report(env_ret, done)
+                if count(term) or count(trunc):  # (a third of ``(term | trunc).any()``'s time, every step)
+                    returns, lengths = episode_report(env_ret, term | trunc)
                     run.result.episode_returns.extend(returns)
                     run.result.episode_lengths.extend(lengths)
             elif type(writer) is not TensorRecordWriter and (np.any(term) or np.any(trunc)):
