@@ -145,3 +145,57 @@ def test_long_episodes_through_per_step_adds_keep_every_step(num_envs):
     for j in range(n):
         mine = data["obs"][:, 0][(data["obs"][:, 0] // 1000) == j] - 1000 * j
         assert mine.tolist() == expected[j]  # whole, in order
+
+
+@pytest.mark.parametrize("num_envs", [1, 5])
+@pytest.mark.parametrize("close_on_done", [True, False])
+def test_waiting_step_columns_store_what_a_chunk_per_step_stores(monkeypatch, num_envs, close_on_done):
+    """Per-step columns wait (``STAGE_STEPS``) until a step ends an episode: after every add, truncation and
+    refused step the storage holds what it holds when each step goes in as its own chunk (``STAGE_STEPS = 1``),
+    with NaN drops, values, standard-mode refusals and the caller's arrays written over between steps."""
+    from rlightning.buffer.utils import StorageFullError, storage_writer
+
+    def run(stage):
+        monkeypatch.setattr(storage_writer, "STAGE_STEPS", stage)
+        rng = np.random.default_rng(1)
+        st = Storage(
+            150 * num_envs,
+            "standard",
+            "transition",
+            [],
+            "cpu",
+            seed=0,
+            nan_guard="drop",
+            auto_truncate_episode=close_on_done,
+        )
+        obs = np.zeros((num_envs, 3), np.float32)  # one array, written over each step (a caller's reused buffer)
+        seen, refused = [], 0
+        for k in range(400):
+            obs[:] = rng.normal(size=(num_envs, 3))
+            if rng.random() < 0.02:
+                obs[rng.integers(num_envs), 0] = np.nan
+            done = rng.random(num_envs) < 0.03
+            extras = {"value": rng.normal(size=num_envs).astype(np.float32)}
+            ret = EnvRet("w-0", obs, np.full(num_envs, 0.5, np.float32), done, np.zeros(num_envs, bool))
+            try:
+                st.add_transition(ret, PolicyResponse("w-0", action=np.full(num_envs, k % 2), **extras))
+            except StorageFullError:
+                refused += 1
+                st.clear()
+            if k % 97 == 96:
+                try:
+                    st.truncate_episodes(["w-0"])
+                except StorageFullError:
+                    refused += 1
+                    st.clear()
+            seen.append((len(st), st.stats()["in_progress"] if k % 50 == 0 else None))
+        data = st.get_data()
+        return seen, {key: data[key].clone() for key in data.keys()}, refused, list(st.writer.recent)
+
+    staged, one = run(storage_writer.STAGE_STEPS), run(1)
+    assert staged[0] == one[0]
+    assert staged[1].keys() == one[1].keys() and staged[1]
+    for key in one[1]:
+        assert torch.equal(staged[1][key].nan_to_num(), one[1][key].nan_to_num()), key
+    assert staged[2] == one[2] and (staged[2] > 0 or not close_on_done)  # refusals at the same steps
+    assert [(e["return"], e["length"]) for e in staged[3]] == [(e["return"], e["length"]) for e in one[3]]
