@@ -13,6 +13,9 @@ than that fraction. The item's extra columns (a capped PPO run's env steps and f
 phases) follow as ``side [extra]`` rows, marked ``(info)``: their direction depends on the run. Rows
 ``side / limit`` hold each run's ratio of rlightning's figure to the same run's limit (the best limit side),
 whose B/A is steadier on a loaded machine than the raw figures'.
+
+``--save "TITLE"`` also writes the table as the results file ``ab_compare`` (``--note``: the sitting, said
+above the table: the trees, the order of the runs, the load); the runs' own files stay where they are.
 """
 
 from __future__ import annotations
@@ -79,8 +82,29 @@ def main() -> None:
     p.add_argument("--a", required=True, help="comma-separated JSON results of tree A")
     p.add_argument("--b", required=True, help="comma-separated JSON results of tree B")
     p.add_argument("--drop", type=float, default=0.05, help="mark figures worse by more than this fraction")
+    p.add_argument("--save", default="", help="write the table as the results file ab_compare, with this title")
+    p.add_argument("--note", default="", help="--save: the sitting (trees, order of the runs, load), as markdown")
     args = p.parse_args()
-    print(table(args.a.split(","), args.b.split(","), args.drop))
+    a_runs, b_runs = args.a.split(","), args.b.split(",")
+    text = table(a_runs, b_runs, args.drop)
+    print(text)
+    if args.save:
+        from benchmarks import report
+
+        def kept(path: str) -> dict:  # every figure of the run, not its command line (it names local paths)
+            run = json.loads(Path(path).read_text())
+            run = run.get("data", run)
+            return {k: run[k] for k in ("date", "machine", "versions", "measurements") if k in run}
+
+        runs = {"a": [kept(x) for x in a_runs], "b": [kept(x) for x in b_runs]}
+        names = (
+            ",".join(f"A{i + 1}.json" for i in range(len(a_runs))),
+            ",".join(f"B{i + 1}.json" for i in range(len(b_runs))),
+        )
+        command = f"python benchmarks/ab_compare.py --a {names[0]} --b {names[1]}"
+        report.save(
+            "ab_compare", args.save, (args.note + "\n\n" if args.note else "") + text, data=runs, command=command
+        )
 
 
 if __name__ == "__main__":
