@@ -35,7 +35,7 @@ from rlightning.utils.registry import ENVS, closest
 
 logger = get_logger(__name__)
 
-__all__ = ["GymnaxEnv", "import_gymnax", "make_gymnax"]
+__all__ = ["BraxEnv", "GymnaxEnv", "import_brax", "import_gymnax", "make_brax", "make_gymnax"]
 
 _INSTALL = 'pip install "rlightning[jax]"'
 
@@ -121,6 +121,8 @@ def _vector_functions(env: Any, params: Any) -> Tuple[Callable, Callable]:
     def reset(key: Any, num_envs: int) -> Tuple[Any, ...]:
         key, sub = jax.random.split(key)
         obs, state = reset_many(jax.random.split(sub, num_envs), inner)
+        # strong dtypes, as the step returns them (a weakly typed leaf, brax's zero reward, would compile twice)
+        state = jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype), state)
         zero_f, zero_i = jnp.zeros(num_envs, jnp.float32), jnp.zeros(num_envs, jnp.int32)
         return obs.astype(jnp.float32), (key, state, jnp.zeros(num_envs, bool), zero_i, zero_f, zero_i)
 
@@ -206,13 +208,10 @@ class GymnaxEnv(BaseEnv):
         super().__init__(config, worker_index=worker_index, preprocess_fn=preprocess_fn)
         import torch
 
-        self._jax, _ = import_gymnax()
-        self.gymnax_env, self.params = make_gymnax(config.name, config.env_kwargs)
-        limit = config.max_episode_steps or int(getattr(self.params, "max_steps_in_episode", 2**30))
-        self.max_episode_steps = int(limit)
-        self.single_observation_space = gymnax_space(self.gymnax_env.observation_space(self.params))
-        self.single_action_space = gymnax_space(self.gymnax_env.action_space(self.params))
-        key = (config.name, repr(sorted(dict(config.env_kwargs).items())))
+        self._jax = self._import()[0]
+        self.gymnax_env, self.params, default_limit = self._make(config)
+        self.max_episode_steps = int(config.max_episode_steps or default_limit)
+        key = (type(self).__name__, config.name, repr(sorted(dict(config.env_kwargs).items())))
         if key not in _COMPILED:  # one jitted pair per env and params in a process: compiled once per shape
             _COMPILED[key] = _vector_functions(self.gymnax_env, self.params)
         self._reset_fn, step = _COMPILED[key]
@@ -224,6 +223,16 @@ class GymnaxEnv(BaseEnv):
         self._carry: Optional[Tuple[Any, ...]] = None
         # The response's action as it is (a tensor stays a tensor); a custom preprocess_fn is used as given.
         self._take_action = _response_action if preprocess_fn in (None, default_env_preprocess_fn) else preprocess_fn
+
+    _import = staticmethod(import_gymnax)
+
+    def _make(self, config: EnvConfig) -> Tuple[Any, Any, int]:
+        """The env (``reset_env`` / ``step_env`` in gymnax's form), its params and its own time limit; sets the
+        spaces of one sub-env."""
+        env, params = make_gymnax(config.name, config.env_kwargs)
+        self.single_observation_space = gymnax_space(env.observation_space(params))
+        self.single_action_space = gymnax_space(env.action_space(params))
+        return env, params, int(getattr(params, "max_steps_in_episode", 2**30))
 
     @classmethod
     def prepare(cls, config: EnvConfig) -> Dict[str, Any]:
@@ -313,3 +322,94 @@ class GymnaxEnv(BaseEnv):
         """Start every sub-env again (the state is only the JAX carry) and return the reset `EnvRet`."""
         self._carry = None
         return self.reset(seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------------- brax
+
+_BRAX_INSTALL = "pip install brax"
+
+
+def import_brax() -> Tuple[Any, Any]:
+    """``(jax, brax.envs)``, or a `MissingSuiteError` (an ``ImportError``) naming what to install."""
+    try:
+        import jax
+        from brax import envs
+    except ImportError as err:
+        raise MissingSuiteError(f"env.backend='brax' needs jax and brax ({err}): {_BRAX_INSTALL}") from None
+    return jax, envs
+
+
+class _BraxSteps:
+    """A brax env in gymnax's form (what `_vector_functions` vmaps): ``reset_env(key, params)`` -> ``(obs,
+    state)``, ``step_env(key, state, action, params)`` -> ``(obs, state, reward, done, info)``; brax's own state
+    is the state (its step takes no key; its ``done`` is the termination: the time limit is ours)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def reset_env(self, key: Any, params: Any) -> Tuple[Any, Any]:
+        state = self.env.reset(key)
+        return state.obs, state
+
+    def step_env(self, key: Any, state: Any, action: Any, params: Any) -> Tuple[Any, ...]:
+        state = self.env.step(state, action)
+        return state.obs, state, state.reward, state.done, {}
+
+
+def make_brax(name: str, env_kwargs: Optional[Dict[str, Any]] = None) -> Any:
+    """The brax env ``name`` (``brax.envs.get_environment``, ``env_kwargs`` its keyword arguments: ``backend``
+    and the env's own).
+
+    Raises:
+        KeyError: an unknown brax env; the message lists the closest registered names.
+        ValueError: keyword arguments the env does not take (its error quoted), or an observation that is not
+            one flat vector.
+        MissingSuiteError: jax or brax is not installed.
+    """
+    _, envs = import_brax()
+    known = sorted(getattr(envs, "_envs", {}))
+    if not isinstance(name, str) or (known and name not in known):
+        near = closest(str(name), known, n=5)
+        hint = f" Closest brax envs: {', '.join(repr(n) for n in near)}." if near else ""
+        raise KeyError(f"env.name={name!r} is not a brax env.{hint} All: {', '.join(known)}")
+    try:
+        env = envs.get_environment(name, **dict(env_kwargs or {}))
+    except TypeError as err:
+        raise ValueError(
+            f"env.env_kwargs {sorted(dict(env_kwargs or {}))} do not fit brax env {name!r}: {err}"
+        ) from None
+    if not isinstance(env.observation_size, int):
+        raise ValueError(
+            f"brax env {name!r} has observations {env.observation_size!r}; the brax backend takes one flat vector"
+        )
+    return env
+
+
+@ENVS.register("brax")
+class BraxEnv(GymnaxEnv):
+    """``num_envs`` copies of a brax env (``env.backend: brax``, ``env.name`` a brax env such as ``ant``,
+    ``inverted_pendulum``; ``env.env_kwargs`` its keyword arguments, e.g. ``backend: spring``) stepped as one
+    jitted JAX function, exactly as the gymnax backend steps gymnax envs: state on the device, NEXT_STEP
+    autoreset of the rows that ended, the time limit ``env.max_episode_steps`` (default 1000, brax's training
+    episode length) as ``truncated``, batches in torch via DLPack. Actions are ``Box(-1, 1, (action_size,))``.
+
+    Raises:
+        KeyError: an unknown brax env (closest names listed).
+        ValueError: keyword arguments the env does not take.
+        MissingSuiteError: jax or brax is not installed.
+    """
+
+    _import = staticmethod(import_brax)
+
+    def _make(self, config: EnvConfig) -> Tuple[Any, Any, int]:
+        env = make_brax(config.name, config.env_kwargs)
+        obs, act = int(env.observation_size), int(env.action_size)
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs,), np.float32)
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (act,), np.float32)
+        return _BraxSteps(env), None, 1000
+
+    @classmethod
+    def prepare(cls, config: EnvConfig) -> Dict[str, Any]:
+        """Check in the driver that jax and brax are installed and ``config.name`` is a brax env."""
+        make_brax(config.name, config.env_kwargs)
+        return {}

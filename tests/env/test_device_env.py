@@ -227,3 +227,82 @@ def test_gymnax_cartpole_1024_envs_trains_ppo_to_475(tmp_path):
         assert engine.env_steps <= 1_000_000 + 16 * 1024
     finally:
         engine.close()
+
+
+# ------------------------------------------------------------------------------------------------------------- brax
+
+
+def _brax_config(num_envs: int = 8, **kwargs) -> EnvConfig:
+    # brax's "fast" env: a trivial one of its own (2 observations, 1 action), compiled in seconds on a CPU
+    return EnvConfig(name="fast", backend="brax", num_envs=num_envs, **kwargs)
+
+
+def test_brax_env_steps_next_step_autoreset_with_tensors():
+    pytest.importorskip("brax", reason="brax (in dev) is not installed")
+    from rlightning.env import BraxEnv
+    from rlightning.utils.registry import ENVS
+
+    assert ENVS.get("brax") is BraxEnv
+    env = BraxEnv(_brax_config(8, max_episode_steps=4))
+    first = env.reset(seed=0)
+    meta = env.get_metadata()
+    assert meta.observation_space.shape == (2,) and meta.action_space.shape == (1,)
+    assert float(meta.action_space.low[0]) == -1.0 and float(meta.action_space.high[0]) == 1.0
+    assert isinstance(first.observation, torch.Tensor) and first.observation.shape == (8, 2)
+    prev_done = torch.zeros(8, dtype=torch.bool)
+    truncated = 0
+    for _ in range(11):
+        with no_numpy_from_tensors():
+            ret = env.step(PolicyResponse(env.env_id, action=torch.full((8, 1), 0.5)))
+        done = ret.last_terminated | ret.last_truncated
+        assert torch.all(ret.last_reward[prev_done] == 0) and not torch.any(done[prev_done])
+        assert torch.all(ret.info["episode_length"][prev_done] == 0)
+        assert torch.all(ret.info["episode_length"][ret.last_truncated] == 4)
+        truncated += int(ret.last_truncated.sum())
+        prev_done = done
+    assert truncated == 8 * 2  # steps 4 and 9 of every row: the time limit, then a reset step, then 4 more
+    with pytest.raises(KeyError, match=r"'fsat' is not a brax env.*'fast'"):
+        BraxEnv(EnvConfig(name="fsat", backend="brax", num_envs=2))
+
+
+def test_brax_ppo_rollout_without_numpy_and_two_engine_iterations(tmp_path):
+    """Continuous PPO on a brax env: an env worker's rollout is torch end to end (the acting copy answers a tensor
+    observation with tensors, the record stays on the env's device), and the engine trains two iterations."""
+    pytest.importorskip("brax", reason="brax (in dev) is not installed")
+    from rlightning.env import BraxEnv
+    from rlightning.policy.algorithms.ppo import PPOPolicy
+    from rlightning.utils.builders import build_run
+
+    worker = RolloutWorker(BraxEnv, _brax_config(8, max_episode_steps=6))
+    worker.attach_policy(PPOPolicy.acting_copy_factory(PolicyConfig(type="ppo"), worker.get_metadata(), seed=0))
+    worker.reset(seed=0)
+    with no_numpy_from_tensors():
+        record = worker.collect(10).record
+    assert record.batch_size == torch.Size([8, 10])
+    for key in ("obs", "action", "raw_action", "log_prob", "value", ("next", "obs")):
+        assert record[key].device == worker.env.device, key
+    assert float(record["action"].abs().max()) <= 1.0  # clipped to the Box in torch
+
+    cfg = apply_overrides(
+        load_preset("mujoco_ppo"),
+        [
+            "log.progress=false",
+            f"log.run_dir={tmp_path}",
+            "env.backend=brax",
+            "env.name=fast",
+            "env.num_envs=16",
+            "env.max_episode_steps=20",
+            "env.wrappers=[]",
+            "train.rollout_steps=8",
+            "buffer.capacity=256",
+            "train.iterations=2",
+            "policy.num_minibatches=2",
+            "policy.update_epochs=1",
+        ],
+    )
+    engine = build_run(cfg).engine
+    try:
+        engine.run(iterations=2)
+        assert engine.iteration == 2 and engine.env_steps == 2 * 16 * 8, (engine.iteration, engine.env_steps)
+    finally:
+        engine.close()

@@ -322,11 +322,11 @@ class PPOPolicy(BasePolicy):
         dist = self._dist(x, mask)
         sample = self.head.mode(dist) if deterministic else dist.sample()
         log_prob, _ = self._log_prob_entropy(dist, sample)
-        out = {"log_prob": log_prob.float().cpu().numpy(), "action": self.head.to_env(sample)}
+        out = {"log_prob": out_np(log_prob.float()), "action": out_np(self.head.to_env(sample, as_tensor=True))}
         if value is not None:
-            out["value"] = value.float().cpu().numpy()
+            out["value"] = out_np(value.float())
         if self.kind == "continuous":
-            out["raw_action"] = sample.float().cpu().numpy()
+            out["raw_action"] = out_np(sample.float())
         if recurrent is not None:
             out.update(recurrent)
         return out

@@ -148,17 +148,20 @@ class ActionHead:
             return dist.log_prob(action), dist.entropy()
         return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
 
-    def to_env(self, sample: torch.Tensor) -> np.ndarray:
-        """A sample as the env takes it: offset by ``start``, reshaped to the space, clipped to a Box."""
-        raw = sample.cpu().numpy()
-        n = raw.shape[0]
+    def to_env(self, sample: torch.Tensor, as_tensor: bool = False) -> Any:
+        """A sample as the env takes it: offset by ``start``, reshaped to the space, clipped to a Box; a numpy
+        array, or with ``as_tensor`` a tensor on the sample's device (a device-resident env: nothing leaves it)."""
+        n = sample.shape[0]
         if self.kind == "discrete":
-            return (raw + self.start).astype(np.int64)
-        if self.kind == "multi_discrete":
-            return (raw.reshape(n, *self.shape) + self.start).astype(np.int64)
-        if self.kind == "multi_binary":
-            return raw.reshape(n, *self.shape).astype(np.int8)
-        return np.clip(raw, self.low, self.high).astype(np.float32)
+            out = sample.long() + self.start
+        elif self.kind == "multi_discrete":
+            out = sample.reshape(n, *self.shape).long() + torch.as_tensor(self.start, device=sample.device)
+        elif self.kind == "multi_binary":
+            out = sample.reshape(n, *self.shape).to(torch.int8)
+        else:
+            low = torch.as_tensor(self.low, device=sample.device)
+            out = torch.clamp(sample.float(), low, torch.as_tensor(self.high, device=sample.device))
+        return out if as_tensor else out.cpu().numpy()
 
     def from_record(self, action: torch.Tensor, n: int) -> torch.Tensor:
         """The record's actions ``[n, ...]`` as `log_prob_entropy` takes them."""
