@@ -19,6 +19,12 @@ over rounds and the ratios ``rl_gymnax / limit`` (goal >= 0.7) and ``rl_gymnax /
 a scan, gymnax's bare ``step_env`` and gymnasium's vector step, in microseconds per vector step::
 
     python benchmarks/device_env.py --parts --envs 1024,4096
+
+``--brax NAME`` measures the brax backend instead (``env.backend: brax``, brax's env ``NAME`` on its spring
+pipeline, continuous PPO acting): ``rl_brax`` against its limit, the same two sides as above (no gymnasium side:
+brax's physics is not gymnasium's MuJoCo)::
+
+    python benchmarks/device_env.py --brax reacher --envs 256,1024 --steps 32 --rounds 5
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import torch  # noqa: E402
 
 from rlightning.env import RolloutWorker  # noqa: E402
 from rlightning.env.gym_env import GymnasiumEnv  # noqa: E402
-from rlightning.env.gymnax_env import GymnaxEnv  # noqa: E402
+from rlightning.env.gymnax_env import BraxEnv, GymnaxEnv  # noqa: E402
 from rlightning.policy.algorithms.ppo import PPOPolicy  # noqa: E402
 from rlightning.utils.config import EnvConfig, PolicyConfig  # noqa: E402
 
@@ -54,13 +60,14 @@ def _limit_loop(worker: RolloutWorker) -> Callable[[int], None]:
     """The env's jitted step with the worker's policy and nothing else (the device env's limit)."""
     env, policy = worker.env, worker.policy
     from_dlpack, to_jax = torch.from_dlpack, env._jax.dlpack.from_dlpack  # noqa: SLF001
+    dtype = torch.int32 if env._discrete else torch.float32  # noqa: SLF001
 
     def run(steps: int) -> None:
         obs = worker.current_env_ret.observation
         carry = env._carry  # noqa: SLF001
         for _ in range(steps):
             action = policy.compute_actions(obs, deterministic=False)["action"]
-            (obs_j, _scalars), carry = env._step_fn(carry, to_jax(action.to(torch.int32)))  # noqa: SLF001
+            (obs_j, _scalars), carry = env._step_fn(carry, to_jax(action.to(dtype).contiguous()))  # noqa: SLF001
             obs = from_dlpack(obs_j)
         env._carry = carry  # noqa: SLF001
 
@@ -87,6 +94,24 @@ def measure(num_envs: int, steps: int, rounds: int) -> Dict[str, List[float]]:
             out[name].append(num_envs * steps / (time.perf_counter() - t0))
     gymnax.close()
     gym_vec.close()
+    return out
+
+
+def measure_brax(name: str, num_envs: int, steps: int, rounds: int) -> Dict[str, List[float]]:
+    """Env steps/s of the brax backend's rollout and of its limit, one figure per round."""
+    config = EnvConfig(name=name, backend="brax", num_envs=num_envs, env_kwargs={"backend": "spring"})
+    worker = _worker(BraxEnv, config)
+    limit = _limit_loop(worker)
+    sides: Dict[str, Callable[[], None]] = {"rl_brax": lambda: worker.collect(steps), "limit": lambda: limit(steps)}
+    for run in sides.values():  # warm-up: JIT compilation, first allocations
+        run()
+    out: Dict[str, List[float]] = {side: [] for side in sides}
+    for _ in range(rounds):
+        for side, run in sides.items():
+            t0 = time.perf_counter()
+            run()
+            out[side].append(num_envs * steps / (time.perf_counter() - t0))
+    worker.close()
     return out
 
 
@@ -145,8 +170,26 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=64, help="vector steps per timed rollout")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per env count")
     parser.add_argument("--parts", action="store_true", help="time the env alone (see `parts`) instead of rollouts")
+    parser.add_argument("--brax", default="", help="a brax env: the brax backend against its limit instead")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.brax:
+        lines = [
+            f"torch {torch.__version__}, brax {args.brax} (spring pipeline), continuous PPO acting; env steps/s, "
+            f"median of {args.rounds}",
+            "| N | rl_brax | limit | brax / limit |",
+            "|---|---|---|---|",
+        ]
+        print("\n".join(lines), flush=True)
+        raw = {}
+        for n in (int(x) for x in args.envs.split(",")):
+            raw[n] = measure_brax(args.brax, n, args.steps, args.rounds)
+            a, lim = (statistics.median(raw[n][k]) for k in ("rl_brax", "limit"))
+            lines.append(f"| {n} | {a:,.0f} | {lim:,.0f} | {a / lim:.2f} |")
+            print(lines[-1], flush=True)
+        title = f"The brax backend ({args.brax}) against its limit: the env's jitted step with the same policy"
+        _save("device_env_brax", title, lines, {"env": args.brax, "steps": args.steps, "env_steps_per_s": raw})
+        return
     if args.parts:
         lines = ["us per vector step of CartPole, no policy (best of 5)", "| N | " + " | ".join(PARTS) + " |"]
         lines.append("|---" * (len(PARTS) + 1) + "|")
