@@ -84,16 +84,23 @@ def measure(num_envs: int, steps: int, rounds: int) -> Dict[str, List[float]]:
         "limit": lambda: limit(steps),
         "rl_gymnasium": lambda: gym_vec.collect(steps),
     }
-    for run in sides.values():  # warm-up: JIT compilation, first allocations
-        run()
-    out: Dict[str, List[float]] = {name: [] for name in sides}
-    for _ in range(rounds):
-        for name, run in sides.items():
-            t0 = time.perf_counter()
-            run()
-            out[name].append(num_envs * steps / (time.perf_counter() - t0))
+    out = _alternate(sides, num_envs * steps, rounds)
     gymnax.close()
     gym_vec.close()
+    return out
+
+
+def _alternate(sides: Dict[str, Callable[[], None]], env_steps: int, rounds: int) -> Dict[str, List[float]]:
+    """Env steps/s of each side (``env_steps`` a call), the sides alternating in each round, after a warm-up call
+    of each (JIT compilation, first allocations)."""
+    for run in sides.values():
+        run()
+    out: Dict[str, List[float]] = {side: [] for side in sides}
+    for _ in range(rounds):
+        for side, run in sides.items():
+            t0 = time.perf_counter()
+            run()
+            out[side].append(env_steps / (time.perf_counter() - t0))
     return out
 
 
@@ -103,14 +110,7 @@ def measure_brax(name: str, num_envs: int, steps: int, rounds: int) -> Dict[str,
     worker = _worker(BraxEnv, config)
     limit = _limit_loop(worker)
     sides: Dict[str, Callable[[], None]] = {"rl_brax": lambda: worker.collect(steps), "limit": lambda: limit(steps)}
-    for run in sides.values():  # warm-up: JIT compilation, first allocations
-        run()
-    out: Dict[str, List[float]] = {side: [] for side in sides}
-    for _ in range(rounds):
-        for side, run in sides.items():
-            t0 = time.perf_counter()
-            run()
-            out[side].append(num_envs * steps / (time.perf_counter() - t0))
+    out = _alternate(sides, num_envs * steps, rounds)
     worker.close()
     return out
 

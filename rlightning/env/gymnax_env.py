@@ -18,6 +18,7 @@ time limit is ``env.max_episode_steps``, else the env's own ``max_steps_in_episo
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -40,14 +41,21 @@ __all__ = ["BraxEnv", "GymnaxEnv", "import_brax", "import_gymnax", "make_brax", 
 _INSTALL = 'pip install "rlightning[jax]"'
 
 
+def _import_jax_suite(backend: str, module: str, install: str) -> Tuple[Any, Any]:
+    """``(jax, module)``, or a `MissingSuiteError` (an ``ImportError``) naming the extra to install."""
+    try:
+        import jax
+
+        suite = importlib.import_module(module)
+    except ImportError as err:
+        name = module.split(".")[0]
+        raise MissingSuiteError(f"env.backend={backend!r} needs jax and {name} ({err}): {install}") from None
+    return jax, suite
+
+
 def import_gymnax() -> Tuple[Any, Any]:
     """``(jax, gymnax)``, or a `MissingSuiteError` (an ``ImportError``) naming the extra to install."""
-    try:
-        import gymnax
-        import jax
-    except ImportError as err:
-        raise MissingSuiteError(f"env.backend='gymnax' needs jax and gymnax ({err}): {_INSTALL}") from None
-    return jax, gymnax
+    return _import_jax_suite("gymnax", "gymnax", _INSTALL)
 
 
 def make_gymnax(name: str, env_kwargs: Optional[Dict[str, Any]] = None) -> Tuple[Any, Any]:
@@ -326,17 +334,10 @@ class GymnaxEnv(BaseEnv):
 
 # ---------------------------------------------------------------------------------------------------- brax
 
-_BRAX_INSTALL = "pip install brax"
-
 
 def import_brax() -> Tuple[Any, Any]:
-    """``(jax, brax.envs)``, or a `MissingSuiteError` (an ``ImportError``) naming what to install."""
-    try:
-        import jax
-        from brax import envs
-    except ImportError as err:
-        raise MissingSuiteError(f"env.backend='brax' needs jax and brax ({err}): {_BRAX_INSTALL}") from None
-    return jax, envs
+    """``(jax, brax.envs)``, or a `MissingSuiteError` (an ``ImportError``) naming the extra to install."""
+    return _import_jax_suite("brax", "brax.envs", 'pip install "rlightning[brax]"')
 
 
 class _BraxSteps:

@@ -263,6 +263,10 @@ def test_brax_env_steps_next_step_autoreset_with_tensors():
     assert truncated == 8 * 2  # steps 4 and 9 of every row: the time limit, then a reset step, then 4 more
     with pytest.raises(KeyError, match=r"'fsat' is not a brax env.*'fast'"):
         BraxEnv(EnvConfig(name="fsat", backend="brax", num_envs=2))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "brax.envs", None)  # import brax.envs raises ImportError
+        with pytest.raises(MissingSuiteError, match=r'needs jax and brax.*pip install "rlightning\[brax\]"'):
+            BraxEnv(_brax_config(2))
 
 
 def test_brax_ppo_rollout_without_numpy_and_two_engine_iterations(tmp_path):
