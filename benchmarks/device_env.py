@@ -173,6 +173,7 @@ def main() -> None:
     parser.add_argument("--brax", default="", help="a brax env: the brax backend against its limit instead")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    envs = [int(x) for x in args.envs.split(",")]
     if args.brax:
         lines = [
             f"torch {torch.__version__}, brax {args.brax} (spring pipeline), continuous PPO acting; env steps/s, "
@@ -180,13 +181,12 @@ def main() -> None:
             "| N | rl_brax | limit | brax / limit |",
             "|---|---|---|---|",
         ]
-        print("\n".join(lines), flush=True)
-        raw = {}
-        for n in (int(x) for x in args.envs.split(",")):
-            raw[n] = measure_brax(args.brax, n, args.steps, args.rounds)
-            a, lim = (statistics.median(raw[n][k]) for k in ("rl_brax", "limit"))
-            lines.append(f"| {n} | {a:,.0f} | {lim:,.0f} | {a / lim:.2f} |")
-            print(lines[-1], flush=True)
+        raw = _rows(
+            lines,
+            envs,
+            lambda n: measure_brax(args.brax, n, args.steps, args.rounds),
+            lambda n, f: f"| {n} | {f['rl_brax']:,.0f} | {f['limit']:,.0f} | {f['rl_brax'] / f['limit']:.2f} |",
+        )
         title = f"The brax backend ({args.brax}) against its limit: the env's jitted step with the same policy"
         _save("device_env_brax", title, lines, {"env": args.brax, "steps": args.steps, "env_steps_per_s": raw})
         return
@@ -206,20 +206,30 @@ def main() -> None:
         "| N | rl_gymnax | limit | rl_gymnasium | gymnax / limit (>= 0.7) | gymnax / gymnasium (> 1) |",
         "|---|---|---|---|---|---|",
     ]
-    print("\n".join(lines), flush=True)
-    raw = {}
-    for n in (int(x) for x in args.envs.split(",")):
-        raw[n] = measure(n, args.steps, args.rounds)
-        fig = {k: statistics.median(v) for k, v in raw[n].items()}
-        a, lim, g = fig["rl_gymnax"], fig["limit"], fig["rl_gymnasium"]
-        lines.append(f"| {n} | {a:,.0f} | {lim:,.0f} | {g:,.0f} | {a / lim:.2f} | {a / g:.2f} |")
-        print(lines[-1], flush=True)
+
+    def row(n: int, f: Dict[str, float]) -> str:
+        a, lim, g = f["rl_gymnax"], f["limit"], f["rl_gymnasium"]
+        return f"| {n} | {a:,.0f} | {lim:,.0f} | {g:,.0f} | {a / lim:.2f} | {a / g:.2f} |"
+
+    raw = _rows(lines, envs, lambda n: measure(n, args.steps, args.rounds), row)
     _save(
         "device_env",
         "The device-resident env (gymnax CartPole through DLPack) against its limit and gymnasium",
         lines,
         {"steps": args.steps, "rounds": args.rounds, "env_steps_per_s": raw},
     )
+
+
+def _rows(lines: List[str], envs: List[int], measure_one: Callable, row: Callable) -> Dict[int, Any]:
+    """Print the table head ``lines``, then measure each env count (``measure_one(n)``: figures per side) and
+    append and print its row (``row(n, median of each side)``); returns the figures by env count."""
+    print("\n".join(lines), flush=True)
+    raw = {}
+    for n in envs:
+        raw[n] = measure_one(n)
+        lines.append(row(n, {k: statistics.median(v) for k, v in raw[n].items()}))
+        print(lines[-1], flush=True)
+    return raw
 
 
 PARTS = ("jitted step, one call", "its compute (in a scan)", "bare step_env (in a scan)", "gymnasium vector step")
