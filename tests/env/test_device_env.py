@@ -46,6 +46,14 @@ def no_numpy_from_tensors():
         yield
 
 
+def _engine(tmp_path, preset: str, backend: str, overrides: list):
+    """The engine of ``preset`` on the device env ``backend``, logging into ``tmp_path``, with ``overrides``."""
+    from rlightning.utils.builders import build_run
+
+    base = ["log.progress=false", f"log.run_dir={tmp_path}", f"env.backend={backend}"]
+    return build_run(apply_overrides(load_preset(preset), base + overrides)).engine
+
+
 def _ppo_worker(num_envs: int) -> RolloutWorker:
     from rlightning.policy.algorithms.ppo import PPOPolicy
 
@@ -204,23 +212,10 @@ def test_gymnax_cartpole_1024_envs_trains_ppo_to_475(tmp_path):
     reached 478.65 at 606k env steps (37 iterations, about 60 s on two busy cores); a 500-step episode alone needs
     500 vector steps (512k env steps at 1024 envs), so 1M leaves room.
     """
-    from rlightning.utils.builders import build_run
-
-    cfg = apply_overrides(
-        load_preset("cartpole_ppo_fast"),
-        [
-            "log.progress=false",
-            f"log.run_dir={tmp_path}",
-            "env.backend=gymnax",
-            "env.num_envs=1024",
-            "train.rollout_steps=16",
-            "buffer.capacity=16400",
-            "train.iterations=60",
-            "policy.num_minibatches=8",
-            "policy.update_epochs=4",
-        ],
+    overrides = ["env.num_envs=1024", "train.rollout_steps=16", "buffer.capacity=16400", "train.iterations=60"]
+    engine = _engine(
+        tmp_path, "cartpole_ppo_fast", "gymnax", overrides + ["policy.num_minibatches=8", "policy.update_epochs=4"]
     )
-    engine = build_run(cfg).engine
     try:
         engine.run(env_steps=1_000_000)
         assert engine.last_metrics["episode_return_mean"] >= 475, engine.last_metrics
@@ -275,7 +270,6 @@ def test_brax_ppo_rollout_without_numpy_and_two_engine_iterations(tmp_path):
     pytest.importorskip("brax", reason="brax (in dev) is not installed")
     from rlightning.env import BraxEnv
     from rlightning.policy.algorithms.ppo import PPOPolicy
-    from rlightning.utils.builders import build_run
 
     worker = RolloutWorker(BraxEnv, _brax_config(8, max_episode_steps=6))
     worker.attach_policy(PPOPolicy.acting_copy_factory(PolicyConfig(type="ppo"), worker.get_metadata(), seed=0))
@@ -287,24 +281,9 @@ def test_brax_ppo_rollout_without_numpy_and_two_engine_iterations(tmp_path):
         assert record[key].device == worker.env.device, key
     assert float(record["action"].abs().max()) <= 1.0  # clipped to the Box in torch
 
-    cfg = apply_overrides(
-        load_preset("mujoco_ppo"),
-        [
-            "log.progress=false",
-            f"log.run_dir={tmp_path}",
-            "env.backend=brax",
-            "env.name=fast",
-            "env.num_envs=16",
-            "env.max_episode_steps=20",
-            "env.wrappers=[]",
-            "train.rollout_steps=8",
-            "buffer.capacity=256",
-            "train.iterations=2",
-            "policy.num_minibatches=2",
-            "policy.update_epochs=1",
-        ],
-    )
-    engine = build_run(cfg).engine
+    overrides = ["env.name=fast", "env.num_envs=16", "env.max_episode_steps=20", "env.wrappers=[]"]
+    overrides += ["train.rollout_steps=8", "buffer.capacity=256", "train.iterations=2", "policy.num_minibatches=2"]
+    engine = _engine(tmp_path, "mujoco_ppo", "brax", overrides + ["policy.update_epochs=1"])
     try:
         engine.run(iterations=2)
         assert engine.iteration == 2 and engine.env_steps == 2 * 16 * 8, (engine.iteration, engine.env_steps)
