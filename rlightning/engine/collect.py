@@ -321,9 +321,7 @@ class _GroupStreams:
         return BatchedData(self._order, [self._current[i] for i in self._order])
 
     def step(self, ids: Sequence[str], resps: Sequence[Any]) -> Tuple[List[Tuple[str, Any]], List[str]]:
-        ready = self.env_group.step(BatchedData(list(ids), list(resps)))
-        self._current.update(ready.items())
-        return list(ready.items()), self.env_group.pop_restarted_env_ids()
+        return self._answers(self.env_group.step(BatchedData(list(ids), list(resps))))
 
     def submit(self, ids: Sequence[str], resps: Sequence[Any]) -> None:
         self.env_group.step_async(BatchedData(list(ids), list(resps)))
@@ -332,6 +330,10 @@ class _GroupStreams:
     def wait(self, min_ready: int) -> Tuple[List[Tuple[str, Any]], List[str]]:
         ready = self.env_group.collect_async(min_ready=1, gather_ready=False)
         self._sent -= len(ready)
+        return self._answers(ready)
+
+    def _answers(self, ready: BatchedData) -> Tuple[List[Tuple[str, Any]], List[str]]:
+        """The answered EnvRets (now where their workers stand) and the workers recreated since."""
         self._current.update(ready.items())
         return list(ready.items()), self.env_group.pop_restarted_env_ids()
 

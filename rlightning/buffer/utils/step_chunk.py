@@ -48,8 +48,8 @@ class StepColumns:
     """One paired step as ``[N, ...]`` numpy columns.
 
     Attributes:
-        data: Stored key -> the step's column (observation, action, extras, next observation, reward, flags).
-        done: ``[N]`` the env's episode ends at this step (terminated or truncated).
+        data: Stored key -> the step's column (observation, action, extras, next observation, reward, flags;
+            ``done``: the env's episode ends at this step, terminated or truncated).
         valid: ``[N]`` the step was acted on (its observation is not the end of an episode).
         boot: ``[N]`` float32 value of the next observation (the bootstrap where an episode ends), or None.
         bad: ``[N]`` rows whose episode the NaN guard drops, or None.
@@ -57,7 +57,6 @@ class StepColumns:
     """
 
     data: Dict[str, np.ndarray]
-    done: np.ndarray
     valid: np.ndarray
     boot: Optional[np.ndarray]
     bad: Optional[np.ndarray]
@@ -66,7 +65,7 @@ class StepColumns:
     @property
     def ends(self) -> bool:
         """An episode of some row ends here or is dropped: its episodes are stored (or dropped) now."""
-        return bool(self.done.any()) or self.bad is not None
+        return bool(self.data["done"].any()) or self.bad is not None
 
 
 def step_columns(
@@ -94,8 +93,7 @@ def step_columns(
     data["reward"] = _column(next_step[REWARD], n, np.float32)
     data["terminated"] = term
     data["truncated"] = trunc
-    done = term | trunc
-    data["done"] = done
+    data["done"] = term | trunc
     valid = ~(np.asarray(step[TERMINATED], dtype=bool).reshape(n) | np.asarray(step[TRUNCATED], dtype=bool).reshape(n))
     boot = None
     if VALUE in next_step:
@@ -104,7 +102,7 @@ def step_columns(
     if drop is not None and drop.any():
         bad = np.array(drop, dtype=bool).reshape(n)
     reward = np.broadcast_to(np.asarray(raw_reward, np.float64).reshape(-1), (n,)).copy()
-    return StepColumns(data, done, valid, boot, bad, reward)
+    return StepColumns(data, valid, boot, bad, reward)
 
 
 def _stacked(parts: List[np.ndarray]) -> np.ndarray:
@@ -128,7 +126,7 @@ def columns_chunk(
     for name, first in cols[0].data.items():
         data[name] = torch.from_numpy(_stacked([c.data[name] for c in cols]).reshape((n * k,) + first.shape[1:]))
     valid = torch.from_numpy(_stacked([c.valid for c in cols]))
-    raw_done = torch.from_numpy(_stacked([c.done for c in cols]))
+    raw_done = data["done"].reshape(n, k)
     if close_on_done:
         kept, closing = valid.clone(), raw_done & valid
     else:

@@ -151,16 +151,11 @@ class StorageWriter:
     ) -> None:
         """Write the ``[N]`` record of one seed-edge step (``step`` paired with ``next_step``): its columns wait
         with the env's earlier ones until a step ends an episode (or `STAGE_STEPS` wait), then they go in as one
-        chunk (nothing changes when it raises: the step is not kept, the waiting ones are)."""
+        chunk (nothing changes when it raises: the step is not kept, the waiting ones are). An env's steps share
+        their keys, per-row shapes, dtypes and rows (the storage's step checks hold every step to the first) and
+        ``close_on_done`` (the storage's ``auto_truncate_episode``)."""
         cols = step_columns(n, step, next_step, raw_reward, drop)
         waiting = self._staged.get(env_id)
-        if waiting is not None and (
-            waiting[1] != close_on_done
-            or waiting[0][0].data.keys() != cols.data.keys()
-            or waiting[0][0].valid.shape != cols.valid.shape
-        ):  # (per-row shapes and dtypes: the storage's step checks hold them to the first step's)
-            self._flush(env_id)  # keys or rows changed: the earlier columns go in as they are
-            waiting = None
         if waiting is None:
             waiting = self._staged[env_id] = ([], close_on_done)
         waiting[0].append(cols)
@@ -176,7 +171,7 @@ class StorageWriter:
     def _flush(self, env_id: str, what: str = "add_transition") -> None:
         """The env's waiting columns in as one chunk (they wait on when it raises)."""
         cols, close_on_done = self._staged.pop(env_id)
-        n = cols[0].valid.shape[0]
+        n = cols[0].reward.shape[0]
         try:
             self._write_chunk(env_id, *columns_chunk(n, cols, close_on_done), what)
         except Exception:
